@@ -1,0 +1,243 @@
+"""The ``trawl`` command line.
+
+Every failure a user can cause ends in one line on stderr and an exit code: 0 done,
+1 runtime failure, 2 bad usage or config, 130 interrupted. No traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+
+from trawl import __version__
+from trawl.config import (
+    CrawlConfig,
+    Limits,
+    Politeness,
+    ScopeConfig,
+    Timeouts,
+    default_user_agent,
+    load_config_file,
+    parse_resolve,
+)
+from trawl.errors import TrawlError, UsageError
+from trawl.exporter import export_rows
+from trawl.retry import RetryPolicy
+from trawl.runner import read_summary, run_crawl
+from trawl.scope import ScopeMode
+from trawl.summary import Summary
+from trawl.urls import NormalizeRules
+
+_CRAWL_OPTIONS = [
+    click.option("--scope", type=click.Choice([m.value for m in ScopeMode]), default="domain",
+                 help="What counts as in scope: the seed's registrable domain and its "
+                      "subdomains, the seed's host, or URLs under the seed URL."),
+    click.option("--include", multiple=True, help="Only follow URLs matching this regex."),
+    click.option("--exclude", multiple=True, help="Never follow URLs matching this regex."),
+    click.option("--max-pages", type=int, help="Stop after this many fetches in total."),
+    click.option("--max-time", type=float, help="Stop after this many seconds."),
+    click.option("--concurrency", type=int, default=64, help="Requests in flight overall."),
+    click.option("--per-host", type=int, default=1, help="Requests in flight per host."),
+    click.option("--delay", type=float, default=1.0,
+                 help="Minimum seconds between requests to one host."),
+    click.option("--user-agent", help="User-Agent header (default names trawl and --contact)."),
+    click.option("--contact", help="Contact URL or address put in the default User-Agent."),
+    click.option("--data-dir", type=click.Path(path_type=Path), default=Path("trawl-data"),
+                 help="Where the crawl state lives."),
+    click.option("--resolve", multiple=True, metavar="HOST=IP",
+                 help="Resolve HOST to IP without DNS (repeatable, like curl)."),
+    click.option("--fresh", is_flag=True, help="Start over instead of resuming."),
+    click.option("--memory-queue", type=int, default=10_000, help="URLs buffered in RAM."),
+    click.option("--expected-urls", type=int, default=10_000_000,
+                 help="Sizes the Bloom filter (1%% false positives)."),
+    click.option("--max-body", type=int, default=10 * 1024 * 1024,
+                 help="Body cap in bytes, after decompression."),
+    click.option("--retry-base", type=float, default=1.0, help="First retry back-off, seconds."),
+    click.option("--retry-cap", type=float, default=300.0, help="Longest retry back-off."),
+    click.option("--retry-attempts", type=int, default=5, help="Tries per URL, the first included."),
+    click.option("--strip-params", help="Comma-separated query parameters to drop "
+                                         "(replaces the default tracking/session list)."),
+    click.option("--ignore-nofollow", is_flag=True, help="Follow rel/meta nofollow links too."),
+    click.option("--timeout", type=float, default=30.0, help="Total seconds per fetch."),
+    click.option("--connect-timeout", type=float, default=10.0, help="Seconds to connect."),
+    click.option("--config", "config_file", type=click.Path(path_type=Path),
+                 help="TOML file with the same keys as these options."),
+    click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+    click.option("--progress/--no-progress", default=None,
+                 help="Live progress display (default: on when stderr is a terminal)."),
+]  # fmt: skip
+
+
+def crawl_options(func: Any) -> Any:
+    """Attach the options shared by ``crawl`` and ``demo``."""
+    for option in reversed(_CRAWL_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _merged(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
+    """Options given on the command line win over the config file, which wins over defaults."""
+    values = dict(params)
+    config_file = values.pop("config_file", None)
+    if config_file is not None:
+        for key, value in load_config_file(config_file).items():
+            if ctx.get_parameter_source(key) != ParameterSource.COMMANDLINE:
+                values[key] = tuple(value) if isinstance(value, list) else value
+    return values
+
+
+def build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
+    """Turn merged option values into a validated :class:`CrawlConfig`."""
+    strip = values.get("strip_params")
+    rules = NormalizeRules() if strip is None else NormalizeRules(
+        strip_params=frozenset(p.strip().lower() for p in str(strip).split(",") if p.strip())
+    )
+    resolve = values.get("resolve") or ()
+    if isinstance(resolve, dict):
+        resolve = tuple(f"{host}={ip}" for host, ip in resolve.items())
+    try:
+        retry = RetryPolicy(
+            base=float(values["retry_base"]),
+            cap=float(values["retry_cap"]),
+            attempts=int(values["retry_attempts"]),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    return CrawlConfig(
+        seeds=seeds,
+        data_dir=Path(values["data_dir"]),
+        scope=ScopeConfig(
+            mode=ScopeMode(values["scope"]),
+            include=tuple(values.get("include") or ()),
+            exclude=tuple(values.get("exclude") or ()),
+        ),
+        politeness=Politeness(per_host=int(values["per_host"]), delay=float(values["delay"])),
+        limits=Limits(
+            max_pages=values.get("max_pages"),
+            max_time=values.get("max_time"),
+            max_body=int(values["max_body"]),
+            memory_queue=int(values["memory_queue"]),
+            expected_urls=int(values["expected_urls"]),
+        ),
+        timeouts=Timeouts(
+            connect=float(values["connect_timeout"]), total=float(values["timeout"])
+        ),
+        retry=retry,
+        url_rules=rules,
+        concurrency=int(values["concurrency"]),
+        user_agent=values.get("user_agent") or default_user_agent(values.get("contact")),
+        resolve=parse_resolve(list(resolve)),
+        fresh=bool(values.get("fresh")),
+        honour_nofollow=not values.get("ignore_nofollow"),
+    )
+
+
+def print_summary(summary: Summary, as_json: bool) -> None:
+    """Write the summary to stdout as text or JSON."""
+    if as_json:
+        click.echo(summary.to_json())
+    else:
+        for line in summary.lines():
+            click.echo(line)
+
+
+def _console(wanted: bool | None) -> Console | None:
+    console = Console(stderr=True)
+    show = console.is_terminal if wanted is None else wanted
+    return console if show else None
+
+
+def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
+    """Run the crawl, print its summary, and turn an interruption into exit 130."""
+    summary = run_crawl(config, _console(values.get("progress")))
+    print_summary(summary, bool(values.get("as_json")))
+    return summary
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="trawl")
+def cli() -> None:
+    """trawl: a polite, resumable web crawler."""
+
+
+@cli.command()
+@click.argument("seeds", nargs=-1)
+@crawl_options
+@click.pass_context
+def crawl(ctx: click.Context, /, seeds: tuple[str, ...], **params: Any) -> None:
+    """Crawl from SEEDS (run it again to resume; --fresh to start over)."""
+    values = _merged(ctx, params)
+    seeds = seeds or tuple(values.get("seeds") or ())
+    if not seeds:
+        raise UsageError("give at least one seed URL")
+    summary = crawl_and_report(build_config(seeds, values), values)
+    if summary.state == "interrupted":
+        sys.exit(130)
+
+
+@cli.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=Path("trawl-data"))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def status(data_dir: Path, as_json: bool) -> None:
+    """Print the summary of the crawl in the data dir."""
+    print_summary(asyncio.run(read_summary(data_dir)), as_json)
+
+
+@cli.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=Path("trawl-data"))
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl")
+@click.option("--output", "-o", type=click.Path(path_type=Path),
+              help="Write here instead of stdout.")  # fmt: skip
+def export(data_dir: Path, fmt: str, output: Path | None) -> None:
+    """Write one row per known URL (csv or jsonl)."""
+    if output is None:
+        asyncio.run(export_rows(data_dir, fmt, sys.stdout))
+        return
+    try:
+        with output.open("w", newline="", encoding="utf-8") as handle:
+            asyncio.run(export_rows(data_dir, fmt, handle))
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
+
+
+@cli.command()
+@click.option("--hosts", type=int, default=6, help="Host names in the demo site.")
+@click.option("--pages", type=int, default=60, help="Pages per host.")
+@crawl_options
+@click.pass_context
+def demo(ctx: click.Context, /, hosts: int, pages: int, **params: Any) -> None:
+    """Serve a generated multi-host site on loopback and crawl it."""
+    from trawl.demo import run_demo
+
+    values = _merged(ctx, params)
+    if ctx.get_parameter_source("delay") != ParameterSource.COMMANDLINE:
+        values["delay"] = 0.05
+    if ctx.get_parameter_source("data_dir") != ParameterSource.COMMANDLINE:
+        values["data_dir"] = Path("trawl-demo-data")
+    values["fresh"] = True
+    run_demo(hosts, pages, values, lambda seeds, v: crawl_and_report(build_config(seeds, v), v))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and map every error to one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="trawl", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("trawl: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"trawl: error: {exc.format_message()}", err=True)
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except TrawlError as exc:
+        click.echo(f"trawl: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("trawl: interrupted", err=True)
+        sys.exit(130)
+

@@ -1,0 +1,108 @@
+"""The commit stage: outcomes and their discovered links reach the store together.
+
+Workers hand in one small :class:`CommitBatch` per page (its outcome, its links, host
+state, counters). The committer merges whatever has arrived into one transaction, sends
+the links through the seen-set, and commits. A page's outcome and its links are always in
+the same transaction (the outbox rule), so a kill -9 at any moment either keeps both or
+neither; in the second case the page is still CLAIMED and is fetched again on resume.
+
+Batching many pages per transaction is what keeps the store cheap: one commit per
+``max_batch`` pages or per ``linger`` seconds, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from trawl.seen import SeenSet
+from trawl.store.base import CommitBatch, CommitResult, Store
+
+OnCommit = Callable[[CommitBatch, CommitResult], None]
+
+
+def merge(into: CommitBatch, part: CommitBatch) -> None:
+    """Append ``part`` to ``into``."""
+    into.outcomes.extend(part.outcomes)
+    into.new_urls.extend(part.new_urls)
+    into.hosts.extend(part.hosts)
+    for name, value in part.counters.items():
+        into.count(name, value)
+
+
+class Committer:
+    """Single writer that batches page results into store transactions."""
+
+    def __init__(
+        self,
+        store: Store,
+        seen: SeenSet,
+        on_commit: OnCommit,
+        *,
+        max_batch: int = 256,
+        linger: float = 0.05,
+    ) -> None:
+        self._store = store
+        self._seen = seen
+        self._on_commit = on_commit
+        self._max_batch = max_batch
+        self._linger = linger
+        self._queue: asyncio.Queue[CommitBatch | None] = asyncio.Queue(maxsize=4 * max_batch)
+        self.pending = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    async def submit(self, part: CommitBatch) -> None:
+        """Hand in one page's results (waits when the committer is behind)."""
+        self.pending += 1
+        self._drained.clear()
+        await self._queue.put(part)
+
+    async def wait_drained(self) -> None:
+        """Wait until everything submitted so far is committed."""
+        await self._drained.wait()
+
+    async def close(self) -> None:
+        """Ask :meth:`run` to commit what it has and return."""
+        await self._queue.put(None)
+
+    async def run(self) -> None:
+        """Commit batches until :meth:`close`."""
+        closing = False
+        while not closing:
+            first = await self._queue.get()
+            if first is None:
+                return
+            batch = CommitBatch()
+            merge(batch, first)
+            parts = 1
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._linger
+            while parts < self._max_batch:
+                try:
+                    timeout = deadline - loop.time()
+                    part = (
+                        self._queue.get_nowait()
+                        if timeout <= 0 or not self._queue.empty()
+                        else await asyncio.wait_for(self._queue.get(), timeout)
+                    )
+                except (asyncio.QueueEmpty, TimeoutError):
+                    break
+                if part is None:
+                    closing = True
+                    break
+                merge(batch, part)
+                parts += 1
+            await self._commit(batch)
+            self.pending -= parts
+            if self.pending == 0:
+                self._drained.set()
+
+    async def _commit(self, batch: CommitBatch) -> None:
+        if batch.new_urls:
+            verdict = await self._seen.filter_new(batch.new_urls)
+            batch.new_urls = verdict.new
+            batch.count("duplicates", verdict.duplicates)
+            batch.count("hash_collisions", verdict.collisions)
+        result = await self._store.commit(batch)
+        self._on_commit(batch, result)

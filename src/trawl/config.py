@@ -1,0 +1,177 @@
+"""Crawl configuration: small frozen values, validated once at the edge.
+
+The CLI and the TOML config file both end up here. Nothing inside the engine reads a
+string-keyed settings dict; each stage receives the typed value it needs.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trawl import __version__
+from trawl.errors import UsageError
+from trawl.retry import RetryPolicy
+from trawl.scope import ScopeMode
+from trawl.urls import DEFAULT_RULES, NormalizeRules
+
+
+@dataclass(frozen=True, slots=True)
+class Politeness:
+    """How hard one host may be hit.
+
+    The delay after a response is max(crawl_delay, ``delay``, ``response_factor`` x the
+    response time), where the robots Crawl-delay and the response-time term are capped at
+    ``max_delay``.
+    """
+
+    per_host: int = 1
+    delay: float = 1.0
+    response_factor: float = 10.0
+    max_delay: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.per_host < 1:
+            raise UsageError("--per-host must be at least 1")
+        if self.delay < 0:
+            raise UsageError("--delay must not be negative")
+        if self.response_factor < 0 or self.max_delay < 0:
+            raise UsageError("delay factors must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Budgets and caps. ``None`` means unbounded."""
+
+    max_pages: int | None = None
+    max_time: float | None = None
+    max_body: int = 10 * 1024 * 1024
+    max_redirects: int = 5
+    max_links: int = 5000
+    memory_queue: int = 10_000
+    expected_urls: int = 10_000_000
+    bloom_error: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.max_pages is not None and self.max_pages < 1:
+            raise UsageError("--max-pages must be at least 1")
+        if self.max_time is not None and self.max_time <= 0:
+            raise UsageError("--max-time must be positive")
+        if self.memory_queue < 1:
+            raise UsageError("--memory-queue must be at least 1")
+        if self.expected_urls < 1:
+            raise UsageError("--expected-urls must be at least 1")
+        if not 0 < self.bloom_error < 1:
+            raise UsageError("bloom error rate must be between 0 and 1")
+        if self.max_body < 1 or self.max_redirects < 0 or self.max_links < 0:
+            raise UsageError("body, redirect and link caps must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds allowed to connect and for one whole fetch."""
+
+    connect: float = 10.0
+    total: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.connect <= 0 or self.total <= 0:
+            raise UsageError("timeouts must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeConfig:
+    """Which discovered URLs belong to the crawl."""
+
+    mode: ScopeMode = ScopeMode.DOMAIN
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for pattern in (*self.include, *self.exclude):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise UsageError(f"bad regular expression {pattern!r}: {exc}") from exc
+
+
+def default_user_agent(contact: str | None) -> str:
+    """The User-Agent trawl sends: its name, version and, if given, a contact URL."""
+    suffix = f"; +{contact}" if contact else ""
+    return f"trawl/{__version__} (polite crawler{suffix})"
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlConfig:
+    """Everything one crawl needs; built by :func:`build_config`."""
+
+    seeds: tuple[str, ...]
+    data_dir: Path = Path("trawl-data")
+    scope: ScopeConfig = field(default_factory=ScopeConfig)
+    politeness: Politeness = field(default_factory=Politeness)
+    limits: Limits = field(default_factory=Limits)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    url_rules: NormalizeRules = DEFAULT_RULES
+    concurrency: int = 64
+    user_agent: str = field(default_factory=lambda: default_user_agent(None))
+    resolve: Mapping[str, str] = field(default_factory=dict)
+    fresh: bool = False
+    honour_nofollow: bool = True
+    rng_seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+
+
+# Keys accepted in a TOML config file (the long option names, with - or _).
+_CONFIG_KEYS = frozenset(
+    {
+        "seeds", "scope", "include", "exclude", "max_pages", "max_time", "concurrency",
+        "per_host", "delay", "user_agent", "contact", "data_dir", "resolve", "fresh",
+        "memory_queue", "expected_urls", "max_body", "max_redirects", "max_links",
+        "connect_timeout", "timeout", "retry_base", "retry_cap", "retry_attempts",
+        "strip_params", "ignore_nofollow", "response_factor", "max_delay", "seed",
+    }
+)  # fmt: skip
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read a TOML config file into option-name keys; unknown keys are a usage error."""
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path} is not valid TOML: {exc}") from exc
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in _CONFIG_KEYS:
+            raise UsageError(f"config file {path}: unknown key {key!r}")
+        values[name] = value
+    return values
+
+
+def parse_resolve(entries: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """Parse curl-style ``HOST=IP`` overrides (``HOST:PORT:IP`` is accepted too)."""
+    mapping: dict[str, str] = {}
+    for entry in entries:
+        if "=" in entry:
+            host, _, address = entry.partition("=")
+        else:
+            parts = entry.split(":")
+            if len(parts) != 3:
+                raise UsageError(f"--resolve wants HOST=IP, got {entry!r}")
+            host, address = parts[0], parts[2]
+        host, address = host.strip().lower(), address.strip()
+        if not host or not address:
+            raise UsageError(f"--resolve wants HOST=IP, got {entry!r}")
+        mapping[host] = address
+    return mapping

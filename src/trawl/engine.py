@@ -1,0 +1,417 @@
+"""The engine: wires the stages into the crawl loop and owns every task.
+
+    frontier (store queues -> bounded buffer)
+      -> host scheduler (ready-time heap, per-host slots)
+      -> robots gate (fetched once per host, cached 24 h in the store)
+      -> fetcher (one GET, no automatic redirects, capped)
+      -> parser + URL filter (links, redirects' targets)
+      -> committer (seen-set, one transaction per batch) -> store
+
+One ``asyncio.TaskGroup`` owns the committer, the refill loop and every fetch. The
+dispatcher (``_dispatch_loop``) is the only place that decides what to fetch next; the
+crawl is finished when :meth:`Crawler.finished` says so: nothing buffered, nothing in
+flight, nothing waiting to commit, nothing queued in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from dataclasses import dataclass
+
+from trawl.committer import Committer
+from trawl.config import CrawlConfig
+from trawl.errors import UsageError
+from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchResult
+from trawl.frontier import Frontier
+from trawl.hosts import Clock, HostScheduler, HostSlot
+from trawl.links import LinkFilter
+from trawl.parser import is_html, parse_html, robots_header
+from trawl.retry import parse_retry_after, retry_delay
+from trawl.robots import (
+    DISALLOW_ALL,
+    MAX_ROBOTS_BYTES,
+    MAX_ROBOTS_REDIRECTS,
+    ROBOTS_TTL,
+    agent_token,
+    robots_url,
+    rules_for_response,
+)
+from trawl.scope import Scope
+from trawl.seen import SeenSet
+from trawl.store.base import (
+    CommitBatch,
+    CommitResult,
+    HostUpdate,
+    Outcome,
+    QueuedURL,
+    RobotsRecord,
+    State,
+    Store,
+)
+from trawl.summary import Summary
+from trawl.urls import Rejection, normalize, resolve
+
+REFILL_PERIOD = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Live figures for the progress display (cheap to read at any time)."""
+
+    fetched: int
+    queued: int
+    discovered: int
+    errors: int
+    inflight: int
+    hosts_active: int
+    pages_per_second: float
+    elapsed: float
+
+
+class Crawler:
+    """Runs one crawl over a store until it is finished, out of budget, or stopped."""
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        store: Store,
+        fetcher: Fetcher,
+        *,
+        clock: Clock = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._fetcher = fetcher
+        self._clock = clock
+        self._rng = rng or random.Random(config.rng_seed)
+        seeds = [normalize(seed, None, config.url_rules) for seed in config.seeds]
+        bad = [config.seeds[i] for i, s in enumerate(seeds) if isinstance(s, Rejection)]
+        if bad:
+            raise UsageError(f"not a crawlable http(s) URL: {bad[0]}")
+        self._seeds = [s for s in seeds if isinstance(s, str)]
+        self._scope = Scope(
+            self._seeds, config.scope.mode, config.scope.include, config.scope.exclude
+        )
+        self._links = LinkFilter(self._scope, config.url_rules)
+        self._agent = agent_token(config.user_agent)
+        self._scheduler = HostScheduler(config.politeness, clock)
+        self._frontier = Frontier(store, self._scheduler, config.limits.memory_queue)
+        self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
+        self._committer = Committer(store, self._seen, self._on_commit)
+        self._counts: dict[str, int] = {}
+        self._wake = asyncio.Event()
+        self._refill_wanted = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._started = clock()
+        self._fetched_at_start = 0
+        self._dispatched = 0
+        self._state = "running"
+
+    # -- public --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop gracefully: no new requests; in-flight ones finish and are committed."""
+        self._stop.set()
+        self._wake.set()
+
+    def progress(self) -> Progress:
+        """Figures for the live display."""
+        elapsed = max(self._clock() - self._started, 1e-9)
+        fetched = self._counts.get("fetched", 0)
+        return Progress(
+            fetched=fetched,
+            queued=self._frontier.store_queued + self._scheduler.buffered,
+            discovered=self._counts.get("discovered", 0),
+            errors=self._counts.get("failed", 0),
+            inflight=self._scheduler.inflight,
+            hosts_active=sum(1 for s in self._scheduler.slots() if s.inflight or s.queue),
+            pages_per_second=(fetched - self._fetched_at_start) / elapsed,
+            elapsed=elapsed,
+        )
+
+    async def run(self) -> Summary:
+        """Crawl until finished, out of budget or stopped; return the final summary."""
+        await self._store.recover()
+        await self._seen.load()
+        self._counts = dict(await self._store.counters())
+        self._fetched_at_start = self._counts.get("fetched", 0)
+        self._started = self._clock()
+        async with asyncio.TaskGroup() as group:
+            committer = group.create_task(self._committer.run())
+            refill = group.create_task(self._refill_loop())
+            await self._add_seeds()
+            await self._dispatch_loop(group)
+            await self._committer.wait_drained()
+            refill.cancel()
+            await self._committer.close()
+            await committer
+        await self._store.recover()
+        counters = await self._store.counters()
+        return Summary.from_counters(
+            counters, state=self._state, elapsed=self._clock() - self._started
+        )
+
+    # -- dispatching ---------------------------------------------------------------------
+
+    async def _add_seeds(self) -> None:
+        batch = CommitBatch()
+        for seed in self._seeds:
+            candidate = self._links.candidate(seed, None, 0, batch)
+            if candidate is not None:
+                batch.new_urls.append(candidate)
+        await self._committer.submit(batch)
+        await self._committer.wait_drained()
+
+    def _budget_left(self) -> bool:
+        limits = self._config.limits
+        if limits.max_time is not None and self._clock() - self._started >= limits.max_time:
+            self._state = "time budget reached"
+            return False
+        if limits.max_pages is not None:
+            done = self._fetched_at_start + self._dispatched
+            if done >= limits.max_pages:
+                self._state = "page budget reached"
+                return False
+        return True
+
+    async def finished(self) -> bool:
+        """Nothing buffered, in flight, waiting to commit, or queued in the store."""
+        if self._scheduler.inflight or self._scheduler.buffered or self._committer.pending:
+            return False
+        return (await self._store.counters()).get("queued", 0) == 0
+
+    async def _dispatch_loop(self, group: asyncio.TaskGroup) -> None:
+        concurrency = self._config.concurrency
+        while True:
+            if self._stop.is_set():
+                self._state = "interrupted"
+                break
+            if not self._budget_left():
+                break
+            if self._scheduler.buffered * 2 < self._config.limits.memory_queue:
+                self._refill_wanted.set()
+            wait: float | None = REFILL_PERIOD
+            if self._scheduler.inflight < concurrency:
+                turn = self._scheduler.pop_ready()
+                if isinstance(turn, HostSlot):
+                    self._dispatch(turn, group)
+                    continue
+                if turn is None and await self.finished():
+                    self._state = "done"
+                    break
+                if turn is not None:
+                    wait = min(max(turn - self._clock(), 0.0), REFILL_PERIOD)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+        while self._scheduler.inflight:
+            self._wake.clear()
+            await self._wake.wait()
+
+    def _dispatch(self, slot: HostSlot, group: asyncio.TaskGroup) -> None:
+        if slot.needs_robots(self._clock()):
+            slot.robots_pending = True
+            self._scheduler.started(slot)
+            group.create_task(self._robots_job(slot))
+            return
+        url = self._scheduler.take(slot)
+        rules = slot.robots or DISALLOW_ALL
+        if not rules.allowed(url.url):
+            reason = "robots_unavailable" if rules is DISALLOW_ALL else None
+            group.create_task(self._blocked(url, reason))
+            self._scheduler.requeue(slot)
+            return
+        self._scheduler.started(slot)
+        self._dispatched += 1
+        group.create_task(self._page_job(slot, url))
+
+    async def _refill_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._refill_wanted.wait(), REFILL_PERIOD)
+            self._refill_wanted.clear()
+            if await self._frontier.refill():
+                self._wake.set()
+
+    def _on_commit(self, batch: CommitBatch, result: CommitResult) -> None:
+        for name, value in batch.counters.items():
+            self._counts[name] = self._counts.get(name, 0) + value
+        if result.hosts_with_new_work:
+            self._refill_wanted.set()
+        self._wake.set()
+
+    # -- robots --------------------------------------------------------------------------
+
+    async def _robots_job(self, slot: HostSlot) -> None:
+        started = self._clock()
+        wall = time.time()
+        record = await self._store.robots(slot.id)
+        fetched = record is None or wall - record.fetched_at >= ROBOTS_TTL
+        if fetched:
+            record = await self._fetch_robots(slot)
+        assert record is not None
+        rules = (
+            None
+            if record.status is None
+            else rules_for_response(record.status, record.body, self._agent)
+        )
+        batch = CommitBatch()
+        if fetched:
+            batch.count("robots_fetches")
+        pause = 0.0
+        if rules is None:
+            slot.robots_failures += 1
+            if slot.robots_failures < self._config.retry.attempts:
+                pause = retry_delay(self._config.retry, slot.robots_failures, None, self._rng)
+                batch.count("robots_retries")
+            else:
+                slot.robots = DISALLOW_ALL
+                slot.robots_expires = self._clock() + self._config.retry.cap
+                batch.count("robots_unavailable")
+        else:
+            slot.robots_failures = 0
+            slot.robots = rules
+            slot.robots_expires = self._clock() + ROBOTS_TTL - (wall - record.fetched_at)
+            if fetched:
+                batch.hosts.append(HostUpdate(slot.id, robots=record))
+        slot.robots_pending = False
+        if slot.robots is DISALLOW_ALL and rules is None:
+            for url in self._scheduler.drain(slot):
+                self._block(batch, url, "robots_unavailable")
+        self._scheduler.finished(slot, self._clock() - started if fetched else 0.0, pause)
+        await self._committer.submit(batch)
+        self._wake.set()
+
+    async def _fetch_robots(self, slot: HostSlot) -> RobotsRecord:
+        target = robots_url(f"http://{slot.name}/")
+        scheme_hint = next((u.url for u in slot.queue), None)
+        if scheme_hint is not None:
+            target = robots_url(scheme_hint)
+        for _ in range(MAX_ROBOTS_REDIRECTS + 1):
+            result = await self._fetcher.fetch(target, max_body=MAX_ROBOTS_BYTES)
+            status = result.status
+            if status is not None and status in (301, 302, 303, 307, 308) and result.location:
+                nxt = normalize(result.location, target, self._config.url_rules)
+                if isinstance(nxt, Rejection):
+                    break
+                target = nxt
+                continue
+            return RobotsRecord(status=status, body=result.body, fetched_at=time.time())
+        return RobotsRecord(status=404, body=b"", fetched_at=time.time())
+
+    # -- pages ---------------------------------------------------------------------------
+
+    def _block(self, batch: CommitBatch, url: QueuedURL, reason: str | None = None) -> None:
+        batch.outcomes.append(
+            Outcome(url.id, url.host_id, State.BLOCKED, url.attempts, error=reason)
+        )
+        batch.count("robots_blocked")
+
+    async def _blocked(self, url: QueuedURL, reason: str | None) -> None:
+        batch = CommitBatch()
+        self._block(batch, url, reason)
+        await self._committer.submit(batch)
+
+    async def _page_job(self, slot: HostSlot, url: QueuedURL) -> None:
+        result = await self._fetcher.fetch(url.url, accept=is_html)
+        wall = time.time()
+        batch = CommitBatch()
+        batch.count("requests")
+        attempts = url.attempts + 1
+        extra_wait = 0.0
+        policy = self._config.retry
+        retryable = (result.error in RETRYABLE_ERRORS) or (
+            result.status is not None and result.status in policy.statuses
+        )
+        if retryable and attempts < policy.attempts:
+            after = None
+            if result.retry_after is not None:
+                after = parse_retry_after(result.retry_after, wall)
+            delay = retry_delay(policy, attempts, after, self._rng)
+            if result.status in (429, 503):
+                extra_wait = delay
+            batch.outcomes.append(
+                Outcome(
+                    url.id, url.host_id, State.QUEUED, attempts, status=result.status,
+                    error=result.error or f"http_{result.status}", next_fetch_at=wall + delay,
+                )
+            )  # fmt: skip
+            batch.count("retries")
+        elif result.status is None or retryable:
+            error = str(result.error) if result.error else f"http_{result.status}"
+            batch.outcomes.append(
+                Outcome(
+                    url.id, url.host_id, State.FAILED, attempts, status=result.status,
+                    fetched_at=wall, error=error,
+                )
+            )  # fmt: skip
+            batch.count("failed")
+            batch.count(f"error:{error}")
+            if result.status is not None:
+                batch.count(f"status_{result.status // 100}xx")
+        else:
+            batch.outcomes.append(self._fetched(url, result, wall, attempts, batch))
+        self._scheduler.finished(slot, result.elapsed, extra_wait)
+        self._wake.set()
+        await self._committer.submit(batch)
+
+    def _fetched(
+        self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
+    ) -> Outcome:
+        status = result.status or 0
+        batch.count("fetched")
+        batch.count(f"status_{status // 100}xx")
+        redirect_to: str | None = None
+        if 300 <= status < 400 and result.location:
+            redirect_to = self._redirect(url, result.location, batch)
+        elif status == 200 and result.body:
+            self._discover(url, result, batch)
+        elif status == 200:
+            batch.count("not_parsed")
+        if result.truncated:
+            batch.count("truncated")
+        return Outcome(
+            url.id, url.host_id, State.DONE, attempts, status=status,
+            content_type=result.content_type, length=result.length, fetched_at=wall,
+            redirect_to=redirect_to, truncated=result.truncated,
+        )  # fmt: skip
+
+    def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:
+        batch.count("redirects")
+        hops = url.redirect_hops + 1
+        target = normalize(location, url.url, self._config.url_rules)
+        if isinstance(target, Rejection):
+            batch.count("invalid")
+            batch.count(f"invalid:{target.value}")
+            return location
+        if hops > self._config.limits.max_redirects:
+            batch.count("redirect_limit")
+            return target
+        candidate = self._links.candidate(target, None, url.depth, batch, hops)
+        if candidate is not None:
+            batch.new_urls.append(candidate)
+        return target
+
+    def _discover(self, url: QueuedURL, result: FetchResult, batch: CommitBatch) -> None:
+        _, nofollow_header = robots_header(result.robots_tags, self._agent)
+        honour = self._config.honour_nofollow
+        if honour and nofollow_header:
+            batch.count("nofollow_pages")
+            return
+        page = parse_html(
+            result.body,
+            agent_token=self._agent,
+            honour_nofollow=honour,
+            max_links=self._config.limits.max_links,
+        )
+        batch.count("nofollow_links", page.nofollow_links)
+        if page.nofollow and honour:
+            batch.count("nofollow_pages")
+        base = url.url
+        if page.base_href:
+            base = resolve(page.base_href, url.url) or url.url
+        batch.new_urls.extend(self._links.page_links(page.links, base, url.depth + 1, batch))

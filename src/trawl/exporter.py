@@ -1,0 +1,54 @@
+"""``trawl export``: one row per known URL, as CSV or JSON lines."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from trawl.store.base import ExportRow
+from trawl.store.sqlite import SQLiteStore
+
+COLUMNS = (
+    "url", "status", "content_type", "length", "fetched_at", "depth", "redirect_to", "error",
+)  # fmt: skip
+
+
+def _record(row: ExportRow) -> dict[str, object]:
+    fetched = (
+        datetime.fromtimestamp(row.fetched_at, UTC).isoformat(timespec="seconds")
+        if row.fetched_at is not None
+        else None
+    )
+    error = row.error
+    if error is None and row.state.name == "BLOCKED":
+        error = "robots"
+    return {
+        "url": row.url,
+        "status": row.status,
+        "content_type": row.content_type,
+        "length": row.length,
+        "fetched_at": fetched,
+        "depth": row.depth,
+        "redirect_to": row.redirect_to,
+        "error": error,
+    }
+
+
+async def export_rows(data_dir: Path, fmt: str, out: TextIO) -> int:
+    """Write every URL of the crawl in ``data_dir`` to ``out``; return the row count."""
+    count = 0
+    async with SQLiteStore(data_dir, readonly=True) as store:
+        if fmt == "csv":
+            writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            async for row in store.export():
+                writer.writerow(_record(row))
+                count += 1
+        else:
+            async for row in store.export():
+                out.write(json.dumps(_record(row)) + "\n")
+                count += 1
+    return count

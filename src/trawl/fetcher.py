@@ -1,0 +1,258 @@
+"""The fetcher: one GET, no automatic redirects, every size and time bounded.
+
+Redirects are not followed here: the engine records a 3xx and queues its target through
+scope, robots, the seen-set and that host's politeness. Bodies are read as a stream and
+decompressed by hand so the cap applies to decompressed bytes (a gzip bomb stops at the
+cap, the rest is never downloaded). The caller decides from the Content-Type and the
+first bytes whether the body is wanted at all.
+
+Errors never escape :meth:`Fetcher.fetch`; they come back as ``FetchResult.error``, one
+of the classes in :class:`FetchError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self
+
+import aiohttp
+import brotli
+
+from trawl.config import Timeouts
+from trawl.resolver import OverrideResolver
+
+CHUNK = 64 * 1024
+BodyFilter = Callable[[str | None, bytes], bool]
+
+
+class FetchError(enum.StrEnum):
+    """Why a fetch produced no HTTP response (or an unusable one)."""
+
+    TIMEOUT = "timeout"
+    DNS = "dns"
+    CONNECT = "connect"
+    TLS = "tls"
+    PROTOCOL = "protocol"
+    DECODE = "decode"
+    INVALID_URL = "invalid_url"
+
+
+RETRYABLE_ERRORS = frozenset(
+    {FetchError.TIMEOUT, FetchError.DNS, FetchError.CONNECT, FetchError.PROTOCOL}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """The outcome of one GET."""
+
+    url: str
+    status: int | None
+    content_type: str | None = None
+    location: str | None = None
+    retry_after: str | None = None
+    robots_tags: tuple[str, ...] = ()
+    body: bytes = b""
+    length: int | None = None
+    truncated: bool = False
+    elapsed: float = 0.0
+    error: FetchError | None = None
+
+
+class _Decoder(Protocol):
+    def feed(self, data: bytes, limit: int) -> bytes: ...
+
+
+class _Identity:
+    def feed(self, data: bytes, limit: int) -> bytes:
+        return data[:limit]
+
+
+class _Zlib:
+    def __init__(self, wbits: int) -> None:
+        self._wbits = wbits
+        self._obj = zlib.decompressobj(wbits)
+        self._started = False
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        try:
+            out = self._obj.decompress(data, limit)
+        except zlib.error:
+            if self._started or self._wbits != zlib.MAX_WBITS:
+                raise
+            self._wbits = -zlib.MAX_WBITS  # "deflate" sent raw, as some servers do
+            self._obj = zlib.decompressobj(self._wbits)
+            out = self._obj.decompress(data, limit)
+        self._started = True
+        return out
+
+
+class _Brotli:
+    def __init__(self) -> None:
+        self._obj = brotli.Decompressor()
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        out: bytes = self._obj.process(data, output_buffer_limit=limit)
+        return out
+
+
+def _decoder(encoding: str | None) -> _Decoder | None:
+    name = (encoding or "identity").strip().lower()
+    if name in ("", "identity"):
+        return _Identity()
+    if name in ("gzip", "x-gzip"):
+        return _Zlib(16 + zlib.MAX_WBITS)
+    if name == "deflate":
+        return _Zlib(zlib.MAX_WBITS)
+    if name == "br":
+        return _Brotli()
+    return None
+
+
+def _error_class(exc: BaseException) -> FetchError:
+    if isinstance(exc, TimeoutError):
+        return FetchError.TIMEOUT
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return FetchError.DNS
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return FetchError.TLS
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return FetchError.CONNECT
+    if isinstance(exc, aiohttp.InvalidURL):
+        return FetchError.INVALID_URL
+    if isinstance(exc, (zlib.error, brotli.error)):
+        return FetchError.DECODE
+    return FetchError.PROTOCOL
+
+
+class Fetcher:
+    """An aiohttp session configured for polite, bounded crawling."""
+
+    def __init__(
+        self,
+        *,
+        user_agent: str,
+        timeouts: Timeouts,
+        max_body: int,
+        resolve: Mapping[str, str],
+        concurrency: int,
+    ) -> None:
+        self._user_agent = user_agent
+        self._timeouts = timeouts
+        self._max_body = max_body
+        self._resolve = resolve
+        self._concurrency = concurrency
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Self:
+        connector = aiohttp.TCPConnector(
+            resolver=OverrideResolver(self._resolve),
+            limit=self._concurrency,
+            limit_per_host=0,
+            ttl_dns_cache=300,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(
+                total=self._timeouts.total, sock_connect=self._timeouts.connect
+            ),
+            auto_decompress=False,
+            headers={
+                "User-Agent": self._user_agent,
+                "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+                "Accept-Encoding": "gzip, deflate, br",
+            },
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the session and its connections; safe to call more than once."""
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    async def fetch(
+        self, url: str, *, accept: BodyFilter | None = None, max_body: int | None = None
+    ) -> FetchResult:
+        """GET ``url``; read the body only if ``accept(content_type, first_bytes)`` says so."""
+        if self._session is None:
+            raise RuntimeError("Fetcher used outside its context")
+        cap = self._max_body if max_body is None else max_body
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self._timeouts.total):
+                async with self._session.get(url, allow_redirects=False) as response:
+                    return await self._read(url, response, accept, cap, started)
+        except (aiohttp.ClientError, TimeoutError, zlib.error, brotli.error, ValueError) as exc:
+            return FetchResult(
+                url=url, status=None, elapsed=time.monotonic() - started, error=_error_class(exc)
+            )
+
+    async def _read(
+        self,
+        url: str,
+        response: aiohttp.ClientResponse,
+        accept: BodyFilter | None,
+        cap: int,
+        started: float,
+    ) -> FetchResult:
+        headers = response.headers
+        content_type = headers.get("Content-Type")
+        declared = response.content_length
+        decoder = _decoder(headers.get("Content-Encoding"))
+        body = bytearray()
+        truncated = False
+        if decoder is None:
+            wanted = False
+        elif accept is not None and content_type:
+            wanted = accept(content_type, b"")
+        else:
+            wanted = True
+        sniff = accept is not None and not content_type
+        if wanted and decoder is not None:
+            async for chunk in response.content.iter_chunked(CHUNK):
+                body += decoder.feed(chunk, cap - len(body) + 1)
+                if len(body) > cap:
+                    del body[cap:]
+                    truncated = True
+                    break
+                if sniff and body and accept is not None:
+                    sniff = False
+                    wanted = accept(None, bytes(body[:512]))
+                    if not wanted:
+                        break
+        if not wanted:
+            response.close()
+            length = declared
+            body = bytearray()
+        else:
+            if truncated:
+                response.close()
+            length = len(body)
+        return FetchResult(
+            url=url,
+            status=response.status,
+            content_type=content_type,
+            location=headers.get("Location"),
+            retry_after=headers.get("Retry-After"),
+            robots_tags=tuple(headers.getall("X-Robots-Tag", ())),
+            body=bytes(body),
+            length=length,
+            truncated=truncated,
+            elapsed=time.monotonic() - started,
+        )

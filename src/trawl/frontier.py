@@ -1,0 +1,55 @@
+"""The frontier: per-host queues live in the store; RAM holds a bounded buffer.
+
+:meth:`Frontier.refill` tops up the host slots of the scheduler from the store in
+batches: it asks for hosts that have queued URLs, gives each a fair share of the free
+buffer space, and claims that many of its shallowest URLs (breadth-first per host) in one
+transaction. The buffer never holds more than ``capacity`` URLs plus one batch, so memory
+stays flat however large the crawl grows.
+"""
+
+from __future__ import annotations
+
+import time
+
+from trawl.hosts import HostScheduler
+from trawl.store.base import QueuedURL, Store
+
+MAX_BATCH = 256
+
+
+class Frontier:
+    """Moves URLs from the store's queues into the scheduler's host slots."""
+
+    def __init__(self, store: Store, scheduler: HostScheduler, capacity: int) -> None:
+        self._store = store
+        self._scheduler = scheduler
+        self._capacity = capacity
+        self.store_queued = 0
+
+    async def refill(self) -> int:
+        """Claim due URLs for hosts whose buffer runs low; return how many were claimed."""
+        room = self._capacity - self._scheduler.buffered
+        if room <= 0:
+            return 0
+        hosts = await self._store.hosts_with_work(limit=max(1, min(room, 10_000)))
+        self.store_queued = sum(h.queued for h in hosts)
+        if not hosts:
+            return 0
+        share = max(1, min(MAX_BATCH, room // len(hosts)))
+        wanted: dict[int, int] = {}
+        names: dict[int, str] = {}
+        for host in hosts:
+            slot = self._scheduler.slot(host.id, host.name)
+            if len(slot.queue) * 2 < share:
+                wanted[host.id] = share - len(slot.queue)
+                names[host.id] = host.name
+        if not wanted:
+            return 0
+        claimed = await self._store.claim(wanted, now=time.time())
+        by_host: dict[int, list[QueuedURL]] = {}
+        for url in claimed:
+            by_host.setdefault(url.host_id, []).append(url)
+        for host_id, urls in by_host.items():
+            self._scheduler.add(self._scheduler.slot(host_id, names[host_id]), urls)
+        self.store_queued -= len(claimed)
+        return len(claimed)

@@ -1,0 +1,116 @@
+"""Assembles a crawl from its configuration and runs it with signals and progress.
+
+``build_engine`` is the one place where the stages get their dependencies. ``run_crawl``
+adds what a command-line run needs around it: an exclusive lock on the data dir, the
+live display, and graceful SIGINT/SIGTERM handling (first signal: stop taking new work,
+let in-flight fetches finish and commit; second signal: cancel now; claimed URLs are
+returned to the queue on the next start either way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+from rich.console import Console
+
+from trawl.config import CrawlConfig
+from trawl.engine import Crawler
+from trawl.errors import CrawlInterrupted, StoreError, UsageError
+from trawl.fetcher import Fetcher
+from trawl.progress import show_progress
+from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.summary import Summary
+
+LOCK_NAME = "crawl.lock"
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the data dir so two crawls never share one store."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        handle = (data_dir / LOCK_NAME).open("a")
+    except OSError as exc:
+        raise StoreError(f"cannot use data dir {data_dir}: {exc.strerror}") from exc
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise UsageError(f"another trawl is already crawling in {data_dir}") from exc
+        yield
+
+
+def remove_crawl(data_dir: Path) -> None:
+    """Delete the store of a previous crawl (``--fresh``)."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(data_dir / f"{DB_NAME}{suffix}")
+
+
+@contextlib.asynccontextmanager
+async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
+    """Open the store and fetcher for ``config`` and wire a crawler over them."""
+    async with (
+        SQLiteStore(config.data_dir) as store,
+        Fetcher(
+            user_agent=config.user_agent,
+            timeouts=config.timeouts,
+            max_body=config.limits.max_body,
+            resolve=config.resolve,
+            concurrency=config.concurrency,
+        ) as fetcher,
+    ):
+        yield Crawler(config, store, fetcher)
+
+
+async def _run(config: CrawlConfig, console: Console | None) -> Summary:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    async with build_engine(config) as crawler:
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals == 1:
+                crawler.stop()
+            elif task is not None:
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        display = (
+            asyncio.create_task(show_progress(crawler.progress, console)) if console else None
+        )
+        try:
+            return await crawler.run()
+        except asyncio.CancelledError as exc:
+            raise CrawlInterrupted("crawl cancelled; run the same command to resume") from exc
+        finally:
+            if display is not None:
+                display.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await display
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+
+def run_crawl(config: CrawlConfig, console: Console | None = None) -> Summary:
+    """Run (or resume) the crawl in ``config.data_dir``; block until it ends."""
+    with data_dir_lock(config.data_dir):
+        if config.fresh:
+            remove_crawl(config.data_dir)
+        return asyncio.run(_run(config, console))
+
+
+async def read_summary(data_dir: Path) -> Summary:
+    """The summary of the crawl in ``data_dir`` (works while another process crawls)."""
+    async with SQLiteStore(data_dir, readonly=True) as store:
+        counters = await store.counters()
+    return Summary.from_counters(counters, state="stored", elapsed=0.0)

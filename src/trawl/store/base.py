@@ -1,0 +1,195 @@
+"""The Store seam: what the engine needs from durable state, and the values it trades.
+
+One schema, two engines (SQLite embedded now, PostgreSQL for many workers). The engine
+only ever talks to this protocol. Every method is async so a networked engine fits; the
+SQLite engine runs its blocking calls on one dedicated thread.
+
+URL states::
+
+    QUEUED  -> CLAIMED (taken into the in-memory buffer or in flight)
+    CLAIMED -> DONE | FAILED | BLOCKED        (committed with the fetch outcome)
+    CLAIMED -> QUEUED                         (retry later, or released on stop/resume)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class State(enum.IntEnum):
+    """Where a URL is in its life."""
+
+    QUEUED = 0
+    CLAIMED = 1
+    DONE = 2
+    FAILED = 3
+    BLOCKED = 4
+
+
+@dataclass(frozen=True, slots=True)
+class NewURL:
+    """A discovered URL that passed validation and scope, ready for the seen-set."""
+
+    id: int
+    url: str
+    host: str
+    depth: int
+    redirect_hops: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedURL:
+    """A URL claimed from the frontier, to be fetched."""
+
+    id: int
+    url: str
+    host_id: int
+    depth: int
+    redirect_hops: int
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one claimed URL. ``state`` QUEUED means retry at ``next_fetch_at``."""
+
+    url_id: int
+    host_id: int
+    state: State
+    attempts: int
+    status: int | None = None
+    content_type: str | None = None
+    length: int | None = None
+    fetched_at: float | None = None
+    redirect_to: str | None = None
+    error: str | None = None
+    truncated: bool = False
+    next_fetch_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRecord:
+    """A host's cached robots.txt response."""
+
+    status: int | None
+    body: bytes
+    fetched_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class HostUpdate:
+    """Host state written with a commit (politeness and robots cache)."""
+
+    host_id: int
+    next_eligible_at: float | None = None
+    robots: RobotsRecord | None = None
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class CommitBatch:
+    """One transaction: outcomes, the links they discovered, host state and counters.
+
+    The links of a page are in the same batch as the page's outcome, so a crash either
+    keeps both or neither (the page is then fetched again and rediscovers them).
+    """
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    new_urls: list[NewURL] = field(default_factory=list)
+    hosts: list[HostUpdate] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        """Add ``amount`` to counter ``name`` in this batch."""
+        self.counters[name] = self.counters.get(name, 0) + amount
+
+    def __len__(self) -> int:
+        return len(self.outcomes) + len(self.new_urls) + len(self.hosts)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a commit changed: how many new URLs each host received."""
+
+    inserted: int
+    hosts_with_new_work: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class HostWork:
+    """A host that has queued URLs in the store."""
+
+    id: int
+    name: str
+    queued: int
+    next_eligible_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """One URL as ``trawl export`` writes it."""
+
+    url: str
+    status: int | None
+    content_type: str | None
+    length: int | None
+    fetched_at: float | None
+    depth: int
+    redirect_to: str | None
+    error: str | None
+    state: State
+
+
+class Store(Protocol):
+    """Durable crawl state. Both engines pass tests/test_store_contract.py."""
+
+    async def recover(self) -> int:
+        """Return every CLAIMED URL to QUEUED (after a crash or stop); return how many."""
+        ...
+
+    async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
+        """Yield the ids of every known URL, in batches (to rebuild the Bloom filter)."""
+        yield ()
+
+    async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
+        """Return ``{id: url}`` for the given ids that are already known."""
+        ...
+
+    async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
+        """Return ids for host names, creating hosts that are new."""
+        ...
+
+    async def hosts_with_work(self, limit: int) -> Sequence[HostWork]:
+        """Hosts with queued URLs, soonest eligible first."""
+        ...
+
+    async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
+        """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, shallowest first."""
+        ...
+
+    async def commit(self, batch: CommitBatch) -> CommitResult:
+        """Apply a batch in one transaction; new URLs are inserted only if absent."""
+        ...
+
+    async def robots(self, host_id: int) -> RobotsRecord | None:
+        """The cached robots.txt of a host, if any."""
+        ...
+
+    async def counters(self) -> Mapping[str, int]:
+        """All counters, plus ``discovered`` (exact unique URLs) and ``queued``."""
+        ...
+
+    async def get_meta(self, key: str) -> str | None:
+        """A crawl-level setting (seeds, start time)."""
+        ...
+
+    async def set_meta(self, key: str, value: str) -> None:
+        """Store a crawl-level setting."""
+        ...
+
+    def export(self) -> AsyncIterator[ExportRow]:
+        """Every known URL with its latest result."""
+        ...

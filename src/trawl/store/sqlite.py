@@ -1,0 +1,388 @@
+"""The embedded store: one SQLite file in WAL mode, no setup.
+
+All SQL runs on one dedicated thread (SQLite connections are not shared across threads),
+so the event loop never blocks on disk. WAL lets ``trawl status`` read while a crawl
+writes. ``synchronous=NORMAL`` in WAL mode keeps every committed transaction across a
+process kill (only an OS crash can lose the last few), which is the guarantee trawl gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+from trawl.errors import StoreError
+from trawl.store.base import (
+    CommitBatch,
+    CommitResult,
+    ExportRow,
+    HostWork,
+    QueuedURL,
+    RobotsRecord,
+    State,
+)
+from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
+
+T = TypeVar("T")
+
+DB_NAME = "crawl.db"
+_IN_CHUNK = 500  # ids per "IN (...)" list, below SQLite's variable limit
+
+
+class SQLiteStore:
+    """Store engine on a local SQLite database in ``data_dir``."""
+
+    def __init__(self, data_dir: Path, *, readonly: bool = False) -> None:
+        self.path = data_dir / DB_NAME
+        self._readonly = readonly
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        await self._run(self._open)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._conn is not None:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._conn.close)
+        self._executor.shutdown(wait=True)
+
+    async def _run(self, func: Callable[[], T]) -> T:
+        def guarded() -> T:
+            try:
+                return func()
+            except sqlite3.Error as exc:
+                raise StoreError(f"store {self.path}: {exc}") from exc
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, guarded)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError("store is not open")
+        return self._conn
+
+    def _open(self) -> None:
+        if self._readonly and not self.path.exists():
+            raise StoreError(f"no crawl found in {self.path.parent}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create data dir {self.path.parent}: {exc.strerror}") from exc
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        if not self._readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA cache_size = -65536")
+            conn.execute("PRAGMA temp_store = MEMORY")
+        self._conn = conn
+        if not self._readonly:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer trawl "
+                    f"(schema {current} > {SCHEMA_VERSION})"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in migration_statements(version, SQLITE_TYPES):
+                    db.execute(statement)
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    async def recover(self) -> int:
+        def work(db: sqlite3.Connection) -> int:
+            moved = db.execute(
+                "UPDATE urls SET state = ? WHERE state = ?", (State.QUEUED, State.CLAIMED)
+            ).rowcount
+            db.execute(
+                "UPDATE hosts SET inflight = 0, queued = (SELECT COUNT(*) FROM urls "
+                "WHERE urls.host_id = hosts.id AND urls.state = 0)"
+            )
+            return moved
+
+        return await self._run(lambda: self._transaction(work))
+
+    async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
+        last = -(2**63) - 1
+        while True:
+            start = last
+
+            def page(start: int = start) -> list[int]:
+                rows = self._db.execute(
+                    "SELECT id FROM urls WHERE id > ? ORDER BY id LIMIT ?", (start, batch)
+                ).fetchall()
+                return [row[0] for row in rows]
+
+            ids = await self._run(page)
+            if not ids:
+                return
+            yield ids
+            last = ids[-1]
+
+    async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
+        def work() -> dict[int, str]:
+            found: dict[int, str] = {}
+            for start in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[start : start + _IN_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for row in self._db.execute(
+                    f"SELECT id, url FROM urls WHERE id IN ({marks})", chunk
+                ):
+                    found[row[0]] = row[1]
+            return found
+
+        return await self._run(work)
+
+    async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
+        def work(db: sqlite3.Connection) -> dict[str, int]:
+            db.executemany(
+                "INSERT INTO hosts (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                [(name,) for name in names],
+            )
+            found: dict[str, int] = {}
+            for start in range(0, len(names), _IN_CHUNK):
+                chunk = names[start : start + _IN_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for row in db.execute(f"SELECT name, id FROM hosts WHERE name IN ({marks})", chunk):
+                    found[row[0]] = row[1]
+            return found
+
+        return await self._run(lambda: self._transaction(work))
+
+    async def hosts_with_work(self, limit: int) -> Sequence[HostWork]:
+        def work() -> list[HostWork]:
+            rows = self._db.execute(
+                "SELECT id, name, queued, next_eligible_at FROM hosts WHERE queued > 0 "
+                "ORDER BY next_eligible_at LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [HostWork(*row) for row in rows]
+
+        return await self._run(work)
+
+    async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
+        def work(db: sqlite3.Connection) -> list[QueuedURL]:
+            claimed: list[QueuedURL] = []
+            for host_id, limit in wanted.items():
+                rows = db.execute(
+                    "SELECT id, url, host_id, depth, redirect_hops, attempts FROM urls "
+                    "WHERE host_id = ? AND state = 0 AND next_fetch_at <= ? "
+                    "ORDER BY depth, id LIMIT ?",
+                    (host_id, now, limit),
+                ).fetchall()
+                if not rows:
+                    continue
+                db.executemany(
+                    "UPDATE urls SET state = ? WHERE id = ?",
+                    [(State.CLAIMED, row[0]) for row in rows],
+                )
+                db.execute(
+                    "UPDATE hosts SET queued = queued - ? WHERE id = ?", (len(rows), host_id)
+                )
+                claimed.extend(QueuedURL(*row) for row in rows)
+            return claimed
+
+        return await self._run(lambda: self._transaction(work))
+
+    async def commit(self, batch: CommitBatch) -> CommitResult:
+        return await self._run(lambda: self._transaction(lambda db: _apply(db, batch)))
+
+    async def robots(self, host_id: int) -> RobotsRecord | None:
+        def work() -> RobotsRecord | None:
+            row = self._db.execute(
+                "SELECT robots_status, robots_body, robots_fetched_at FROM hosts WHERE id = ?",
+                (host_id,),
+            ).fetchone()
+            if row is None or row[2] is None:
+                return None
+            return RobotsRecord(status=row[0], body=bytes(row[1] or b""), fetched_at=row[2])
+
+        return await self._run(work)
+
+    async def counters(self) -> Mapping[str, int]:
+        def work() -> dict[str, int]:
+            values = dict(self._db.execute("SELECT name, value FROM counters").fetchall())
+            queued = self._db.execute("SELECT COALESCE(SUM(queued), 0) FROM hosts").fetchone()[0]
+            values["queued"] = int(queued)
+            values.setdefault("discovered", 0)
+            return values
+
+        return await self._run(work)
+
+    async def get_meta(self, key: str) -> str | None:
+        def work() -> str | None:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(work)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+        await self._run(lambda: self._transaction(work))
+
+    async def export(self) -> AsyncIterator[ExportRow]:
+        last = -(2**63) - 1
+        while True:
+            start = last
+
+            def page(start: int = start) -> list[tuple[int, ExportRow]]:
+                rows = self._db.execute(
+                    "SELECT id, url, status, content_type, length, fetched_at, depth, "
+                    "redirect_to, error, state FROM urls WHERE id > ? ORDER BY id LIMIT 5000",
+                    (start,),
+                ).fetchall()
+                return [
+                    (
+                        row[0],
+                        ExportRow(
+                            url=row[1],
+                            status=row[2],
+                            content_type=row[3],
+                            length=row[4],
+                            fetched_at=row[5],
+                            depth=row[6],
+                            redirect_to=row[7],
+                            error=row[8],
+                            state=State(row[9]),
+                        ),
+                    )
+                    for row in rows
+                ]
+
+            rows = await self._run(page)
+            if not rows:
+                return
+            for _, row in rows:
+                yield row
+            last = rows[-1][0]
+
+
+def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
+    """Write one batch; runs inside a transaction on the store thread."""
+    if batch.outcomes:
+        db.executemany(
+            "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
+            "length = ?, fetched_at = ?, redirect_to = ?, error = ?, truncated = ?, "
+            "next_fetch_at = ? WHERE id = ?",
+            [
+                (
+                    o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
+                    o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.url_id,
+                )
+                for o in batch.outcomes
+            ],
+        )  # fmt: skip
+        requeued = Counter(o.host_id for o in batch.outcomes if o.state == State.QUEUED)
+        db.executemany(
+            "UPDATE hosts SET queued = queued + ? WHERE id = ?",
+            [(count, host) for host, count in requeued.items()],
+        )
+    inserted = 0
+    hosts_with_new_work: set[int] = set()
+    if batch.new_urls:
+        names = sorted({u.host for u in batch.new_urls})
+        db.executemany(
+            "INSERT INTO hosts (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+            [(name,) for name in names],
+        )
+        host_id: dict[str, int] = {}
+        for start in range(0, len(names), _IN_CHUNK):
+            chunk = names[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            host_id.update(db.execute(f"SELECT name, id FROM hosts WHERE name IN ({marks})", chunk))
+        by_host: dict[int, list[tuple[int, str, int, int, int]]] = {}
+        for u in batch.new_urls:
+            hid = host_id[u.host]
+            by_host.setdefault(hid, []).append((u.id, u.url, hid, u.depth, u.redirect_hops))
+        for hid, rows in by_host.items():
+            added = db.executemany(
+                "INSERT INTO urls (id, url, host_id, depth, redirect_hops) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                rows,
+            ).rowcount
+            if added:
+                inserted += added
+                hosts_with_new_work.add(hid)
+                db.execute("UPDATE hosts SET queued = queued + ? WHERE id = ?", (added, hid))
+        batch.count("discovered", inserted)
+        batch.count("duplicates", len(batch.new_urls) - inserted)
+    for update in batch.hosts:
+        if update.next_eligible_at is not None:
+            db.execute(
+                "UPDATE hosts SET next_eligible_at = ? WHERE id = ?",
+                (update.next_eligible_at, update.host_id),
+            )
+        if update.robots is not None:
+            db.execute(
+                "UPDATE hosts SET robots_status = ?, robots_body = ?, robots_fetched_at = ? "
+                "WHERE id = ?",
+                (update.robots.status, update.robots.body, update.robots.fetched_at,
+                 update.host_id),
+            )  # fmt: skip
+        if update.errors:
+            db.execute(
+                "UPDATE hosts SET error_count = error_count + ? WHERE id = ?",
+                (update.errors, update.host_id),
+            )
+    counters = [(name, value) for name, value in batch.counters.items() if value]
+    if counters:
+        db.executemany(
+            "INSERT INTO counters (name, value) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
+            counters,
+        )
+    return CommitResult(inserted=inserted, hosts_with_new_work=frozenset(hosts_with_new_work))

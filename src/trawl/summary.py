@@ -1,0 +1,101 @@
+"""Crawl figures: one frozen value read by the progress bar, the summary and the tests.
+
+The figures come from the store's counters, which are updated in the same transaction
+as the results they count, so ``discovered`` is the exact number of unique in-scope URLs
+and every other count matches what is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+
+STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a crawl has done so far."""
+
+    state: str
+    discovered: int
+    fetched: int
+    queued: int
+    status: Mapping[str, int]
+    robots_blocked: int
+    off_scope: int
+    excluded: int
+    invalid: int
+    invalid_by_reason: Mapping[str, int]
+    duplicates: int
+    redirects: int
+    redirect_limit: int
+    retries: int
+    failed: int
+    errors_by_class: Mapping[str, int]
+    requests: int
+    elapsed: float
+    extra: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_counters(cls, counters: Mapping[str, int], *, state: str, elapsed: float) -> Summary:
+        """Build the summary from store counters."""
+
+        def prefixed(prefix: str) -> dict[str, int]:
+            return {
+                name[len(prefix) :]: value
+                for name, value in sorted(counters.items())
+                if name.startswith(prefix) and value
+            }
+
+        return cls(
+            state=state,
+            discovered=counters.get("discovered", 0),
+            fetched=counters.get("fetched", 0),
+            queued=counters.get("queued", 0),
+            status={c: counters.get(f"status_{c}", 0) for c in STATUS_CLASSES},
+            robots_blocked=counters.get("robots_blocked", 0),
+            off_scope=counters.get("off_scope", 0),
+            excluded=counters.get("excluded", 0),
+            invalid=counters.get("invalid", 0),
+            invalid_by_reason=prefixed("invalid:"),
+            duplicates=counters.get("duplicates", 0),
+            redirects=counters.get("redirects", 0),
+            redirect_limit=counters.get("redirect_limit", 0),
+            retries=counters.get("retries", 0),
+            failed=counters.get("failed", 0),
+            errors_by_class=prefixed("error:"),
+            requests=counters.get("requests", 0),
+            elapsed=round(elapsed, 3),
+        )
+
+    def to_json(self) -> str:
+        """The summary as one JSON object."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def lines(self) -> list[str]:
+        """The summary as aligned text lines for a terminal."""
+        status = ", ".join(f"{c} {n}" for c, n in self.status.items() if n) or "none"
+        invalid = ", ".join(f"{r} {n}" for r, n in self.invalid_by_reason.items())
+        errors = ", ".join(f"{r} {n}" for r, n in self.errors_by_class.items())
+        rate = self.fetched / self.elapsed if self.elapsed > 0 else 0.0
+        rows = [
+            ("state", self.state),
+            ("unique URLs discovered", str(self.discovered)),
+            ("fetched", f"{self.fetched} ({rate:.1f} pages/s this run)"),
+            ("by status", status),
+            ("queued", str(self.queued)),
+            ("robots-blocked", str(self.robots_blocked)),
+            ("off-scope links", str(self.off_scope)),
+            ("excluded links", str(self.excluded)),
+            ("invalid links", f"{self.invalid}" + (f" ({invalid})" if invalid else "")),
+            ("duplicates skipped", str(self.duplicates)),
+            ("redirects", f"{self.redirects} ({self.redirect_limit} over the hop limit)"),
+            ("retries", str(self.retries)),
+            ("failed", f"{self.failed}" + (f" ({errors})" if errors else "")),
+            ("requests sent", str(self.requests)),
+            ("elapsed", f"{self.elapsed:.1f} s"),
+        ]
+        width = max(len(name) for name, _ in rows)
+        return [f"{name:<{width}}  {value}" for name, value in rows]

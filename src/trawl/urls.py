@@ -1,0 +1,348 @@
+"""URL resolution, normalisation and validation: the identity of every URL trawl sees.
+
+Two URLs that normalise to the same string are the same page for trawl: the seen-set,
+the store and the frontier key on the normalised form (and on `url_hash` of it).
+
+`resolve` follows the WHATWG URL Standard exactly (the ada parser), as browsers do.
+`normalize` resolves first and then applies these rules, in this order:
+
+1. Resolution (WHATWG): ASCII tab/newline removed anywhere, leading/trailing C0 controls
+   and spaces trimmed, backslashes read as slashes, scheme and host lower-cased, hosts
+   converted to IDNA (punycode), IPv4 number forms (``0x7f.1``) rewritten as dotted
+   decimal, default ports (80 for http, 443 for https) dropped, dot segments removed.
+   A link that fails to parse is rejected with the closest reason: ``bad_port``,
+   ``no_host`` or ``bad_host`` when the authority shows it, else ``unparsable``.
+2. Only ``http`` and ``https`` are accepted (``scheme`` otherwise: mailto:, javascript:,
+   tel:, data:, ftp:, file:, ws:, ...).
+3. A user name or password is rejected (``credentials``); a crawler never sends them.
+4. Port 0 is rejected (``bad_port``); ports above 65535 already fail to parse.
+5. The host must be an IPv4 address, a bracketed IPv6 address, or a DNS name: labels of
+   ``a-z 0-9 - _``, each 1-63 characters, 253 in total (``bad_host`` otherwise, for
+   example ``http://a..b/`` or ``http://a{b}/``, which no resolver can look up).
+   One trailing dot is removed (``example.com.`` is ``example.com``).
+6. The fragment is dropped.
+7. Percent-encoding in path and query: hex digits upper-cased (``%2f`` -> ``%2F``) and
+   escapes of unreserved characters (``A-Z a-z 0-9 - . _ ~``) decoded (``%7E`` -> ``~``).
+   Escapes of reserved characters are never decoded, so ``%2F`` and ``/`` stay distinct.
+8. Query: empty ``&``-separated pieces are dropped; parameters whose name (compared
+   case-insensitively) is in `NormalizeRules.strip_params` or starts with one of
+   `NormalizeRules.strip_prefixes` are dropped; the rest are sorted by name with a
+   stable sort, so repeated names keep their relative order. Values are kept verbatim, a
+   parameter without ``=`` stays without it, and a query left empty (``?`` alone) is
+   removed. Path parameters of the form ``;name=value`` whose name is a strip parameter
+   (``/cart;jsessionid=A1``) are removed too.
+9. The path keeps its case and its trailing slash (``/a`` and ``/a/`` are different URLs);
+   an empty path is ``/``.
+10. A result longer than `NormalizeRules.max_length` characters is rejected (``too_long``).
+
+Normalisation is idempotent: ``normalize(normalize(x)) == normalize(x)`` for every
+accepted ``x``. `normalize` never raises on any string; it returns a `Rejection` instead.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from dataclasses import dataclass
+
+from ada_url import idna_to_ascii, join_url, parse_url
+
+__all__ = [
+    "DEFAULT_RULES",
+    "DEFAULT_STRIP_PARAMS",
+    "NormalizeRules",
+    "Rejection",
+    "host_key",
+    "hostname",
+    "normalize",
+    "resolve",
+    "url_hash",
+]
+
+
+class Rejection(enum.StrEnum):
+    """Why a link was not accepted; the values double as metric label names."""
+
+    UNPARSABLE = "unparsable"
+    SCHEME = "scheme"
+    NO_HOST = "no_host"
+    TOO_LONG = "too_long"
+    CREDENTIALS = "credentials"
+    BAD_PORT = "bad_port"
+    BAD_HOST = "bad_host"
+
+
+DEFAULT_STRIP_PARAMS: frozenset[str] = frozenset(
+    {
+        # Ad-click identifiers (Google, Microsoft, Facebook, Yandex, X, Instagram).
+        "gclid",
+        "gclsrc",
+        "dclid",
+        "gbraid",
+        "wbraid",
+        "msclkid",
+        "fbclid",
+        "yclid",
+        "twclid",
+        "igshid",
+        # Mail and analytics campaign tags (Mailchimp, Google Analytics, HubSpot, Marketo).
+        "mc_cid",
+        "mc_eid",
+        "_ga",
+        "_gl",
+        "_hsenc",
+        "_hsmi",
+        "mkt_tok",
+        # Session identifiers carried in URLs (Java, PHP, ColdFusion, generic).
+        "sessionid",
+        "jsessionid",
+        "sid",
+        "phpsessid",
+        "cfid",
+        "cftoken",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeRules:
+    """What `normalize` strips and how long a URL may be.
+
+    Parameter names and prefixes are matched case-insensitively; they are stored
+    lower-cased whatever case they are given in.
+    """
+
+    strip_params: frozenset[str] = DEFAULT_STRIP_PARAMS
+    strip_prefixes: tuple[str, ...] = ("utm_",)
+    max_length: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be positive, got {self.max_length}")
+        object.__setattr__(self, "strip_params", frozenset(p.lower() for p in self.strip_params))
+        object.__setattr__(self, "strip_prefixes", tuple(p.lower() for p in self.strip_prefixes))
+
+    def strips(self, name: str) -> bool:
+        """True when a query or path parameter called `name` is dropped."""
+        lowered = name.lower()
+        return lowered in self.strip_params or lowered.startswith(self.strip_prefixes)
+
+
+DEFAULT_RULES = NormalizeRules()
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _escape_table() -> dict[str, str]:
+    """Map every spelling of every ``%XX`` escape to its normal form."""
+    table: dict[str, str] = {}
+    for byte in range(256):
+        upper = f"%{byte:02X}"
+        normal = chr(byte) if chr(byte) in _UNRESERVED else upper
+        for hi in {upper[1], upper[1].lower()}:
+            for lo in {upper[2], upper[2].lower()}:
+                table[f"%{hi}{lo}"] = normal
+    return table
+
+
+_ESCAPES = _escape_table()
+_ESCAPE_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+# Dotted-decimal IPv4 (the only IPv4 form ada serialises) matches this as well.
+_DNS_NAME_RE = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
+_PATH_PARAM_RE = re.compile(r";([^;/=]*)=[^;/]*")
+_TAB_NEWLINE_RE = re.compile(r"[\t\n\r]")
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_C0_SPACE = "".join(chr(c) for c in range(0x21))
+_HTTP_SCHEMES = ("http", "https")
+_AUTHORITY_END = "/\\?#"
+
+
+def _ada_href(href: str, base: str | None) -> str | None:
+    """The WHATWG serialisation of `href` resolved against `base`, or None on failure."""
+    try:
+        if base is None:
+            return parse_url(href, ("href",))["href"]
+        return join_url(base, href)
+    except ValueError:
+        return None
+
+
+def resolve(href: str, base: str) -> str | None:
+    """Resolve `href` against `base` per the WHATWG URL Standard; None when it fails.
+
+    No normalisation beyond the standard's own: credentials and fragment are kept.
+    """
+    return _ada_href(href, base)
+
+
+def _fix_escapes(part: str) -> str:
+    """Upper-case percent-escape hex and decode escapes of unreserved characters."""
+    if "%" not in part:
+        return part
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group()], part)
+
+
+def _normalize_query(query: str, rules: NormalizeRules) -> str:
+    """Drop empty pieces and stripped parameters, then stable-sort the rest by name."""
+    strip_params, strip_prefixes = rules.strip_params, rules.strip_prefixes
+    kept: list[tuple[str, str]] = []
+    for piece in query.split("&"):
+        name = piece.partition("=")[0]
+        lowered = name.lower()
+        if piece and lowered not in strip_params and not lowered.startswith(strip_prefixes):
+            kept.append((name, piece))
+    if not kept:
+        return ""
+    kept.sort(key=_first)
+    return "?" + "&".join(piece for _, piece in kept)
+
+
+def _first(pair: tuple[str, str]) -> str:
+    """Sort key: the parameter name."""
+    return pair[0]
+
+
+def _normalize_path(path: str, rules: NormalizeRules) -> str:
+    """Remove ``;name=value`` path parameters whose name is stripped."""
+    if ";" not in path:
+        return path
+    return _PATH_PARAM_RE.sub(lambda m: "" if rules.strips(m.group(1)) else m.group(), path)
+
+
+def _port_rejection(port: str) -> Rejection | None:
+    """BAD_PORT for a port that is not a number in 1..65535."""
+    if port.isascii() and port.isdigit() and 0 < int(port) <= 65535:
+        return None
+    return Rejection.BAD_PORT
+
+
+def _valid_punycode(label: str) -> bool:
+    """True when an ``xn--`` label is the IDNA encoding of a valid Unicode label.
+
+    The URL Standard rejects such labels; ada accepts some of them (for example
+    ``xn--pokxncvks``, whose decoded form IDNA maps to other characters).
+    """
+    try:
+        decoded = label[4:].encode("ascii").decode("punycode")
+        return bool(decoded) and bytes(idna_to_ascii(decoded)) == label.encode("ascii")
+    except ValueError:  # UnicodeError included: not punycode, or not encodable
+        return False
+
+
+def _host_rejection(host: str) -> Rejection | None:
+    """BAD_HOST unless `host` (ada's serialisation) is an IP literal or a DNS name."""
+    if host.startswith("["):
+        return None
+    if len(host) > 253 or _DNS_NAME_RE.fullmatch(host) is None:
+        return Rejection.BAD_HOST
+    if "xn--" in host and not all(
+        _valid_punycode(label) for label in host.split(".") if label.startswith("xn--")
+    ):
+        return Rejection.BAD_HOST
+    return None
+
+
+def _failure_reason(href: str, base: str | None) -> Rejection:
+    """The closest reason why ada could not parse `href` against `base`."""
+    text = _TAB_NEWLINE_RE.sub("", href).strip(_C0_SPACE)
+    match = _SCHEME_RE.match(text)
+    if match is not None:
+        if match.group(1).lower() not in _HTTP_SCHEMES:
+            return Rejection.SCHEME
+        rest = text[match.end() :]
+    elif text.startswith(("//", "\\\\", "/\\", "\\/")):
+        base_href = None if base is None else _ada_href(base, None)
+        if base_href is None:
+            return Rejection.UNPARSABLE
+        if not base_href.startswith(("http:", "https:")):
+            return Rejection.SCHEME
+        rest = text
+    else:
+        return Rejection.UNPARSABLE
+    rest = rest.lstrip("/\\")
+    end = min((i for i in (rest.find(c) for c in _AUTHORITY_END) if i >= 0), default=len(rest))
+    authority = rest[:end].rpartition("@")[2]
+    if authority.startswith("["):
+        close = authority.find("]")
+        if close < 0:
+            return Rejection.BAD_HOST
+        host, after = authority[: close + 1], authority[close + 1 :]
+        port = after[1:] if after.startswith(":") else ""
+    else:
+        host, colon, port = authority.partition(":")
+        after = colon + port
+    if after and _port_rejection(port) is not None:
+        return Rejection.BAD_PORT
+    return Rejection.BAD_HOST if host else Rejection.NO_HOST
+
+
+def normalize(
+    href: str, base: str | None = None, rules: NormalizeRules = DEFAULT_RULES
+) -> str | Rejection:
+    """Resolve `href` against `base` and normalise it (rules in the module docstring).
+
+    Returns the normalised URL, or the `Rejection` that says why the link is unusable.
+    """
+    url = _ada_href(href, base)
+    if url is None:
+        return _failure_reason(href, base)
+    if url.startswith("https://"):
+        scheme_end = 8
+    elif url.startswith("http://"):
+        scheme_end = 7
+    else:
+        return Rejection.SCHEME
+    fragment = url.find("#", scheme_end)
+    if fragment >= 0:
+        url = url[:fragment]
+    path_start = url.find("/", scheme_end)
+    authority = url[scheme_end:path_start]
+    if "@" in authority:
+        return Rejection.CREDENTIALS
+    if authority.endswith("]"):
+        host, port = authority, ""
+    else:
+        host, _, port = authority.rpartition(":") if ":" in authority else (authority, "", "")
+    if port and _port_rejection(port) is not None:
+        return Rejection.BAD_PORT
+    if host.endswith("."):
+        host = host[:-1]
+    if _host_rejection(host) is not None:
+        return Rejection.BAD_HOST
+    query_start = url.find("?", path_start)
+    if query_start < 0:
+        path, query = url[path_start:], ""
+    else:
+        path = url[path_start:query_start]
+        query = _normalize_query(_fix_escapes(url[query_start + 1 :]), rules)
+    path = _normalize_path(_fix_escapes(path), rules)
+    netloc = f"{host}:{port}" if port else host
+    result = f"{url[:scheme_end]}{netloc}{path}{query}"
+    if len(result) > rules.max_length:
+        return Rejection.TOO_LONG
+    return result
+
+
+def url_hash(url: str) -> int:
+    """A stable signed 64-bit hash of `url` (fits SQLite INTEGER and PostgreSQL bigint)."""
+    digest = hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def host_key(url: str) -> str:
+    """``host`` or ``host:port`` of a normalised URL (the port only when non-default).
+
+    IPv6 hosts keep their brackets: ``[::1]:8080``.
+    """
+    start = url.find("://") + 3
+    end = url.find("/", start)
+    return url[start:] if end < 0 else url[start:end]
+
+
+def hostname(url: str) -> str:
+    """The host of a normalised URL without its port (IPv6 hosts keep their brackets)."""
+    key = host_key(url)
+    if key.endswith("]") or ":" not in key:
+        return key
+    return key.rpartition(":")[0]

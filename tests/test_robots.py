@@ -1,0 +1,279 @@
+"""robots.txt parsing and matching beyond the conformance vectors."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trawl.robots import (
+    ALLOW_ALL,
+    DISALLOW_ALL,
+    RobotsRules,
+    agent_token,
+    parse_robots,
+    robots_url,
+    rules_for_response,
+)
+
+SITE = "https://www.example.com"
+
+
+def _rules(text: str, token: str = "trawl") -> RobotsRules:
+    return parse_robots(text.encode("utf-8"), token)
+
+
+# --- group choice -------------------------------------------------------------------
+
+
+def test_own_group_beats_the_global_group() -> None:
+    rules = _rules("user-agent: *\ndisallow: /\n\nuser-agent: trawl\ndisallow: /private\n")
+    assert rules.allowed(f"{SITE}/public")
+    assert not rules.allowed(f"{SITE}/private")
+
+
+def test_group_match_is_case_insensitive_both_ways() -> None:
+    rules = _rules("User-Agent: TRAWL\nDisallow: /x\n", token="Trawl")
+    assert not rules.allowed(f"{SITE}/x")
+
+
+def test_group_line_naming_a_version_still_names_the_product() -> None:
+    rules = _rules("user-agent: trawl/2.0\ndisallow: /x\n\nuser-agent: *\ndisallow: /\n")
+    assert not rules.allowed(f"{SITE}/x")
+    assert rules.allowed(f"{SITE}/y")
+
+
+def test_other_agents_groups_are_ignored() -> None:
+    rules = _rules("user-agent: trawler\ndisallow: /\nuser-agent: otherbot\ndisallow: /\n")
+    assert rules.allowed(f"{SITE}/anything")
+
+
+def test_groups_for_the_same_agent_merge_with_their_crawl_delays() -> None:
+    text = (
+        "user-agent: trawl\ndisallow: /a\ncrawl-delay: 2\n\n"
+        "user-agent: *\ndisallow: /b\ncrawl-delay: 30\n\n"
+        "user-agent: trawl\ndisallow: /c\ncrawl-delay: 5\n"
+    )
+    rules = _rules(text)
+    assert not rules.allowed(f"{SITE}/a")
+    assert not rules.allowed(f"{SITE}/c")
+    assert rules.allowed(f"{SITE}/b")
+    assert rules.crawl_delay == 5.0
+
+
+def test_consecutive_user_agent_lines_share_one_group() -> None:
+    text = "user-agent: a\nuser-agent: trawl\n\nuser-agent: b\ndisallow: /x\n"
+    assert not _rules(text).allowed(f"{SITE}/x")
+
+
+def test_a_group_record_ends_the_user_agent_lines() -> None:
+    text = (
+        "user-agent: trawl\ncrawl-delay: 3\ndisallow: /x\n"
+        "user-agent: b\ncrawl-delay: 7\ndisallow: /y\n"
+    )
+    rules = _rules(text)
+    assert not rules.allowed(f"{SITE}/x")
+    assert rules.allowed(f"{SITE}/y")
+    assert rules.crawl_delay == 3.0
+
+
+# --- crawl-delay --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("10", 10.0), ("0.5", 0.5), ("0", 0.0), ("-1", None), ("soon", None), ("nan", None)],
+)
+def test_crawl_delay_values(value: str, expected: float | None) -> None:
+    assert _rules(f"user-agent: *\ncrawl-delay: {value}\n").crawl_delay == expected
+
+
+def test_crawl_delay_comes_from_the_chosen_group_only() -> None:
+    text = "user-agent: *\ncrawl-delay: 9\n\nuser-agent: trawl\ndisallow: /x\n"
+    assert _rules(text).crawl_delay is None
+    assert _rules(text, token="otherbot").crawl_delay == 9.0
+
+
+# --- sitemaps -----------------------------------------------------------------------
+
+
+def test_sitemaps_are_collected_from_anywhere_in_order_without_repeats() -> None:
+    text = (
+        "Sitemap: https://www.example.com/a.xml\n"
+        "user-agent: otherbot\ndisallow: /\n"
+        "sitemap: https://cdn.example.com/b.xml # second\n"
+        "SITEMAP: https://www.example.com/a.xml\n"
+        "sitemap:\n"
+    )
+    assert _rules(text).sitemaps == (
+        "https://www.example.com/a.xml",
+        "https://cdn.example.com/b.xml",
+    )
+
+
+# --- line syntax --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xef\xbb\xbfuser-agent: *\ndisallow: /x\n",
+        b"user-agent: *\r\ndisallow: /x\r\n",
+        b"user-agent: *\rdisallow: /x\r",
+        b"  User-Agent :  *  \n\tDisallow\t:\t/x\t# why\n",
+    ],
+    ids=["bom", "crlf", "cr", "spacing"],
+)
+def test_line_syntax_variants(body: bytes) -> None:
+    rules = parse_robots(body, "trawl")
+    assert not rules.allowed(f"{SITE}/x")
+    assert rules.allowed(f"{SITE}/y")
+
+
+def test_pattern_without_leading_slash_is_anchored_at_the_root() -> None:
+    rules = _rules("user-agent: *\ndisallow: private/\n")
+    assert not rules.allowed(f"{SITE}/private/a")
+    assert rules.allowed(f"{SITE}/public/private/a")
+
+
+def test_invalid_utf8_octets_match_as_percent_encoded_octets() -> None:
+    rules = parse_robots(b"user-agent: *\ndisallow: /caf\xe9\n", "trawl")
+    assert not rules.allowed(f"{SITE}/caf%E9")
+    assert rules.allowed(f"{SITE}/caf%C3%A9")
+
+
+# --- matching -----------------------------------------------------------------------
+
+
+def test_query_is_part_of_the_match_and_fragment_is_not() -> None:
+    rules = _rules("user-agent: *\ndisallow: /*?sessionid=\n")
+    assert not rules.allowed(f"{SITE}/page?sessionid=1")
+    assert rules.allowed(f"{SITE}/page#?sessionid=1")
+    assert rules.allowed(f"{SITE}/page?a=1")
+
+
+def test_empty_path_matches_as_root() -> None:
+    rules = _rules("user-agent: *\ndisallow: /$\n")
+    assert not rules.allowed(SITE)
+    assert rules.allowed(f"{SITE}/?a=1")
+    assert rules.allowed(f"{SITE}/a")
+
+
+def test_robots_txt_is_always_allowed() -> None:
+    assert DISALLOW_ALL.allowed(f"{SITE}/robots.txt")
+    assert not DISALLOW_ALL.allowed(f"{SITE}/robots.txt.bak")
+    assert not DISALLOW_ALL.allowed(f"{SITE}/")
+
+
+def test_allow_all_and_disallow_all() -> None:
+    assert ALLOW_ALL.allowed(f"{SITE}/any/thing?x=1")
+    assert not DISALLOW_ALL.allowed(f"{SITE}/any/thing?x=1")
+    assert ALLOW_ALL.crawl_delay is None
+    assert ALLOW_ALL.sitemaps == ()
+
+
+def test_rules_are_values() -> None:
+    text = "user-agent: *\ndisallow: /x\n"
+    assert _rules(text) == _rules(text)
+    assert hash(_rules(text)) == hash(_rules(text))
+    assert _rules(text) != _rules("user-agent: *\ndisallow: /y\n")
+
+
+def _reference(pattern: str) -> re.Pattern[str]:
+    """Straightforward regex translation of a robots.txt pattern, for comparison."""
+    anchored = pattern.endswith("$")
+    body = pattern[:-1] if anchored else pattern
+    regex = ".*".join(re.escape(piece) for piece in body.split("*"))
+    return re.compile(regex + ("\\Z" if anchored else ""), re.DOTALL)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pattern=st.text(alphabet="ab/*", max_size=8).map(lambda p: "/" + p)
+    | st.text(alphabet="ab/*", max_size=8).map(lambda p: "/" + p + "$"),
+    path=st.text(alphabet="ab/", max_size=10).map(lambda p: "/" + p),
+)
+def test_wildcard_matching_agrees_with_a_regex(pattern: str, path: str) -> None:
+    rules = _rules(f"user-agent: *\ndisallow: {pattern}\n")
+    expected = _reference(pattern).match(path) is None
+    assert rules.allowed(f"{SITE}{path}") is expected
+
+
+def test_pathological_wildcards_match_in_linear_time() -> None:
+    rules = _rules("user-agent: *\ndisallow: /" + "*a" * 40 + "b\n")
+    url = f"{SITE}/" + "a" * 20_000
+    start = time.perf_counter()
+    assert rules.allowed(url)
+    assert time.perf_counter() - start < 0.1
+
+
+def test_matching_stays_fast_with_many_rules() -> None:
+    text = "user-agent: *\n" + "".join(
+        f"disallow: /wiki/Special:Page{i}\nallow: /wiki/Special:Page{i}/*.css$\n"
+        for i in range(2000)
+    )
+    rules = _rules(text)
+    urls = [f"{SITE}/wiki/Article_{i}?action=view" for i in range(2000)]
+    start = time.perf_counter()
+    assert all(rules.allowed(url) for url in urls)
+    assert time.perf_counter() - start < 0.5
+    assert not rules.allowed(f"{SITE}/wiki/Special:Page1999/x")
+    assert rules.allowed(f"{SITE}/wiki/Special:Page1999/x/y.css")
+
+
+# --- responses, URLs, tokens ----------------------------------------------------------
+
+
+def test_rate_limited_robots_txt_is_treated_as_unreachable() -> None:
+    assert rules_for_response(429, b"", "trawl") is None
+
+
+def test_too_many_redirects_mean_unavailable() -> None:
+    assert rules_for_response(301, b"", "trawl") is ALLOW_ALL
+
+
+@pytest.mark.parametrize("status", [100, 199, 600, 0])
+def test_unknown_statuses_are_treated_as_unreachable(status: int) -> None:
+    assert rules_for_response(status, b"", "trawl") is None
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://www.example.com/a/b?c=d#e", "https://www.example.com/robots.txt"),
+        ("http://example.com:8080/x", "http://example.com:8080/robots.txt"),
+        ("https://user:pw@example.com/x", "https://example.com/robots.txt"),
+        ("http://[::1]:8000/", "http://[::1]:8000/robots.txt"),
+        ("HTTP://example.com", "http://example.com/robots.txt"),
+    ],
+)
+def test_robots_url(url: str, expected: str) -> None:
+    assert robots_url(url) == expected
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/x", "/relative/path", "https:///x"])
+def test_robots_url_rejects_non_http_urls(url: str) -> None:
+    with pytest.raises(ValueError, match="http"):
+        robots_url(url)
+
+
+@pytest.mark.parametrize(
+    ("user_agent", "expected"),
+    [
+        ("trawl/0.1 (+https://x)", "trawl"),
+        ("trawl", "trawl"),
+        ("My_Crawler-X/2", "My_Crawler-X"),
+        ("  trawl/1", "trawl"),
+    ],
+)
+def test_agent_token(user_agent: str, expected: str) -> None:
+    assert agent_token(user_agent) == expected
+
+
+@pytest.mark.parametrize("user_agent", ["", "/1.0", "42bot", "  "])
+def test_agent_token_rejects_strings_without_a_product_token(user_agent: str) -> None:
+    with pytest.raises(ValueError, match="product token"):
+        agent_token(user_agent)

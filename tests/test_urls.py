@@ -1,0 +1,282 @@
+"""URL resolution and normalisation rules, case by case, plus property tests."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trawl.urls import (
+    DEFAULT_RULES,
+    DEFAULT_STRIP_PARAMS,
+    NormalizeRules,
+    Rejection,
+    host_key,
+    hostname,
+    normalize,
+    resolve,
+    url_hash,
+)
+
+BASE = "https://base.test/dir/page.html?q=1#f"
+
+
+def test_the_documented_example() -> None:
+    got = normalize("https://Example.COM:443/a/../b/?utm_source=x&z=2&a=1#top")
+    assert got == "https://example.com/b/?a=1&z=2"
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        # resolution against the base
+        ("other.html", "https://base.test/dir/other.html"),
+        ("../up", "https://base.test/up"),
+        ("//cdn.test/x", "https://cdn.test/x"),
+        ("?p=2", "https://base.test/dir/page.html?p=2"),
+        ("#frag", "https://base.test/dir/page.html?q=1"),
+        ("", "https://base.test/dir/page.html?q=1"),
+        ("  /trimmed \n", "https://base.test/trimmed"),
+        ("/a\tb\nc", "https://base.test/abc"),
+        ("\\back\\slash", "https://base.test/back/slash"),
+        # scheme and host case, IDNA, IPv4 forms, trailing dot
+        ("HTTP://WWW.Example.COM/Path", "http://www.example.com/Path"),
+        ("http://münchen.de/", "http://xn--mnchen-3ya.de/"),
+        ("http://0x7f.1/", "http://127.0.0.1/"),
+        ("http://2130706433/", "http://127.0.0.1/"),
+        ("http://[0:0::1]:8080/", "http://[::1]:8080/"),
+        ("http://example.com./x", "http://example.com/x"),
+        # default ports go, others stay
+        ("http://a.test:80/", "http://a.test/"),
+        ("https://a.test:443/", "https://a.test/"),
+        ("http://a.test:443/", "http://a.test:443/"),
+        ("https://a.test:80/", "https://a.test:80/"),
+        ("http://a.test:08080/", "http://a.test:8080/"),
+        # fragment dropped, dot segments removed
+        ("http://a.test/x#y", "http://a.test/x"),
+        ("http://a.test/a/./b/../c", "http://a.test/a/c"),
+        ("http://a.test/a/%2e%2E/c", "http://a.test/c"),
+        # percent-encoding: upper-case hex, unreserved decoded, reserved kept
+        ("http://a.test/%7euser/%2fx%3a", "http://a.test/~user/%2Fx%3A"),
+        ("http://a.test/%41%5a%61%30%2D%2E%5F%7E", "http://a.test/AZa0-._~"),
+        ("http://a.test/?k=%7e%26%3d", "http://a.test/?k=~%26%3D"),
+        ("http://a.test/%zz%4", "http://a.test/%zz%4"),
+        ("http://a.test/ä b", "http://a.test/%C3%A4%20b"),
+        # empty path and trailing slash
+        ("http://a.test", "http://a.test/"),
+        ("http://a.test/a", "http://a.test/a"),
+        ("http://a.test/a/", "http://a.test/a/"),
+        ("http://a.test/A/b", "http://a.test/A/b"),
+        # query: tracking params, sorting, verbatim values, empty query
+        ("http://a.test/?", "http://a.test/"),
+        ("http://a.test/?utm_source=x&UTM_Medium=y", "http://a.test/"),
+        ("http://a.test/?b=2&a=1&b=1&a=0", "http://a.test/?a=1&a=0&b=2&b=1"),
+        ("http://a.test/?gclid=1&FBCLID=2&x=3&JSessionID=4", "http://a.test/?x=3"),
+        ("http://a.test/?flag&a=1", "http://a.test/?a=1&flag"),
+        ("http://a.test/?x=&y", "http://a.test/?x=&y"),
+        ("http://a.test/?a=1&&b=2&", "http://a.test/?a=1&b=2"),
+        ("http://a.test/?q=A+B%20C&q=c", "http://a.test/?q=A+B%20C&q=c"),
+        ("http://a.test/?utm%5Fsource=x&k=v", "http://a.test/?k=v"),
+        ("http://a.test/?b=1&B=2&a=3", "http://a.test/?B=2&a=3&b=1"),
+        ("http://a.test/?x=a=b", "http://a.test/?x=a=b"),
+        # session ids in path parameters
+        ("http://a.test/cart;jsessionid=AB12?x=1", "http://a.test/cart?x=1"),
+        ("http://a.test/a;v=2;JSESSIONID=1/b", "http://a.test/a;v=2/b"),
+        ("http://a.test/a;v=2", "http://a.test/a;v=2"),
+    ],
+)
+def test_normalize(href: str, expected: str) -> None:
+    assert normalize(href, BASE) == expected
+
+
+@pytest.mark.parametrize(
+    ("href", "reason"),
+    [
+        ("mailto:someone@example.com", Rejection.SCHEME),
+        ("javascript:void(0)", Rejection.SCHEME),
+        ("tel:+441234", Rejection.SCHEME),
+        ("data:text/plain,hi", Rejection.SCHEME),
+        ("ftp://files.test/x", Rejection.SCHEME),
+        ("file:///etc/passwd", Rejection.SCHEME),
+        ("ws://a.test/", Rejection.SCHEME),
+        ("ftp://bad host/", Rejection.SCHEME),
+        ("http://user@a.test/", Rejection.CREDENTIALS),
+        ("http://user:pw@a.test/", Rejection.CREDENTIALS),
+        ("http://:pw@a.test/", Rejection.CREDENTIALS),
+        ("http://a.test:65536/", Rejection.BAD_PORT),
+        ("http://a.test:99999999999/", Rejection.BAD_PORT),
+        ("http://a.test:8o/", Rejection.BAD_PORT),
+        ("//a.test:70000/", Rejection.BAD_PORT),
+        ("http://[::1]:70000/", Rejection.BAD_PORT),
+        ("http://a.test:0/", Rejection.BAD_PORT),
+        ("http://", Rejection.NO_HOST),
+        ("https:///", Rejection.NO_HOST),
+        ("http://user@/", Rejection.NO_HOST),
+        ("http://a b/", Rejection.BAD_HOST),
+        ("http://a<b/", Rejection.BAD_HOST),
+        ("http://[::1/", Rejection.BAD_HOST),
+        ("http://1.2.3.4.5/", Rejection.BAD_HOST),
+        ("http://a..b/", Rejection.BAD_HOST),
+        ("http://a{b}/", Rejection.BAD_HOST),
+        ("http://./", Rejection.BAD_HOST),
+        ("http://" + "a" * 64 + ".test/", Rejection.BAD_HOST),
+        ("http://" + "a." * 127 + "test/", Rejection.BAD_HOST),
+        ("http://a.b.xn--pokxncvks/", Rejection.BAD_HOST),
+        ("https://xn--/", Rejection.BAD_HOST),
+        ("http://a.test/" + "x" * 2100, Rejection.TOO_LONG),
+    ],
+)
+def test_rejections(href: str, reason: Rejection) -> None:
+    assert normalize(href, BASE) is reason
+
+
+@pytest.mark.parametrize(
+    ("href", "base"),
+    [
+        ("x", None),
+        ("/x", "not a url"),
+        ("\ud800", None),
+        ("//a.test/", "::"),
+        ("x", "mailto:a@b.test"),
+    ],
+)
+def test_unparsable(href: str, base: str | None) -> None:
+    assert normalize(href, base) is Rejection.UNPARSABLE
+
+
+def test_relative_against_non_http_base_is_scheme() -> None:
+    assert normalize("//bad host/", "ftp://a.test/") is Rejection.SCHEME
+
+
+def test_max_length_counts_the_final_string() -> None:
+    rules = NormalizeRules(max_length=30)
+    exact = "http://a.test/" + "x" * 16
+    assert normalize(exact, rules=rules) == exact
+    assert normalize(exact + "y", rules=rules) is Rejection.TOO_LONG
+    # Tracking parameters and the fragment are gone before the length is checked.
+    assert normalize(exact + "?utm_source=" + "z" * 50 + "#" + "f" * 50, rules=rules) == exact
+
+
+def test_custom_rules_are_case_insensitive() -> None:
+    rules = NormalizeRules(strip_params=frozenset({"Ref"}), strip_prefixes=("PK_",))
+    assert rules.strip_params == frozenset({"ref"})
+    got = normalize("http://a.test/?REF=1&pk_campaign=2&utm_source=3&gclid=4", rules=rules)
+    assert got == "http://a.test/?gclid=4&utm_source=3"
+
+
+def test_rules_validate_max_length() -> None:
+    with pytest.raises(ValueError, match="max_length"):
+        NormalizeRules(max_length=0)
+
+
+def test_default_strip_params_cover_the_documented_names() -> None:
+    expected = {"gclid", "fbclid", "sessionid", "jsessionid", "sid", "phpsessid", "msclkid"}
+    assert expected <= DEFAULT_STRIP_PARAMS
+    assert DEFAULT_RULES.strip_prefixes == ("utm_",)
+
+
+def test_resolve_keeps_what_normalize_drops() -> None:
+    assert resolve("//u:p@h.test:80/x#f", "http://a.test/") == "http://u:p@h.test/x#f"
+    assert resolve("mailto:x@y.test", "http://a.test/") == "mailto:x@y.test"
+    assert resolve("http://a b/", "http://a.test/") is None
+    assert resolve("x", "not a base") is None
+
+
+def test_url_hash_is_stable_signed_64_bit() -> None:
+    # Stored in the database: a change of this value would orphan every stored URL.
+    assert url_hash("https://example.com/") == 1493557592560457051
+    assert url_hash("https://example.com/") != url_hash("https://example.com/a")
+    values = [url_hash(f"https://example.com/{i}") for i in range(2000)]
+    assert all(-(2**63) <= v < 2**63 for v in values)
+    assert any(v < 0 for v in values)
+    assert len(set(values)) == len(values)
+
+
+@pytest.mark.parametrize(
+    ("url", "key", "host"),
+    [
+        ("http://a.test/", "a.test", "a.test"),
+        ("https://a.test:8443/x:y?z=1:2", "a.test:8443", "a.test"),
+        ("http://127.0.0.1:8080/", "127.0.0.1:8080", "127.0.0.1"),
+        ("http://[::1]/", "[::1]", "[::1]"),
+        ("http://[::1]:8080/p", "[::1]:8080", "[::1]"),
+    ],
+)
+def test_host_key_and_hostname(url: str, key: str, host: str) -> None:
+    assert host_key(url) == key
+    assert hostname(url) == host
+
+
+def test_host_key_drops_default_port_via_normalize() -> None:
+    url = normalize("https://A.test:443/x")
+    assert isinstance(url, str)
+    assert host_key(url) == "a.test"
+
+
+_URL_PARTS = st.sampled_from(
+    [
+        "http://",
+        "https://",
+        "HTTP://",
+        "//",
+        "/",
+        "\\",
+        "../",
+        "./",
+        ".",
+        "?",
+        "#",
+        "&",
+        "=",
+        ";",
+        ":",
+        "@",
+        "%",
+        "%2e",
+        "%7E",
+        "%2f",
+        "%41",
+        "%zz",
+        "utm_x=1",
+        "b=2",
+        "a",
+        "A",
+        "jsessionid=1",
+        "xn--zca",
+        "ß",
+        "ä",
+        " ",
+        "\t",
+        "[::1]",
+        "127.0.0.1",
+        "0x7f",
+        "a.test",
+        ":8080",
+        ":443",
+        ":0",
+    ]
+)
+_URLISH = st.lists(_URL_PARTS, max_size=14).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    href=st.one_of(_URLISH, st.text()), base=st.sampled_from([None, BASE, "http://[::1]:81/a/b"])
+)
+def test_normalize_is_idempotent_and_never_raises(href: str, base: str | None) -> None:
+    once = normalize(href, base)
+    if isinstance(once, Rejection):
+        return
+    assert once.startswith(("http://", "https://"))
+    assert "#" not in once
+    assert normalize(once) == once
+    assert normalize(once, base) == once
+
+
+@settings(max_examples=300, deadline=None)
+@given(href=st.text(), base=st.one_of(st.none(), st.text(), _URLISH))
+def test_never_raises_on_arbitrary_text(href: str, base: str | None) -> None:
+    result = normalize(href, base)
+    assert isinstance(result, Rejection) or result.startswith(("http://", "https://"))
+    got = resolve(href, BASE if base is None else base)
+    assert got is None or isinstance(got, str)
