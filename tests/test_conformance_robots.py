@@ -110,7 +110,6 @@ def test_fig4_percent_encoding_equivalence(row: dict[str, str]) -> None:
             assert rules.allowed(f"https://www.example.com{url_path}"), (pattern, url_path)
 
 
-
 @pytest.mark.parametrize(
     "row", RFC["percent_encoding_table_fig4"], ids=lambda row: str(row["path"])
 )

@@ -231,11 +231,12 @@ def test_rate_limited_robots_txt_is_treated_as_unreachable() -> None:
     assert rules_for_response(429, b"", "trawl") is None
 
 
-def test_too_many_redirects_mean_unavailable() -> None:
-    assert rules_for_response(301, b"", "trawl") is ALLOW_ALL
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_too_many_redirects_mean_unavailable(status: int) -> None:
+    assert rules_for_response(status, b"", "trawl") is ALLOW_ALL
 
 
-@pytest.mark.parametrize("status", [100, 199, 600, 0])
+@pytest.mark.parametrize("status", [100, 199, 300, 304, 600, 0])
 def test_unknown_statuses_are_treated_as_unreachable(status: int) -> None:
     assert rules_for_response(status, b"", "trawl") is None
 

@@ -7,6 +7,7 @@ Every failure a user can cause ends in one line on stderr and an exit code: 0 do
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -240,4 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("trawl: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("TRAWL_DEBUG"):
+            raise
+        click.echo(f"trawl: internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)
 

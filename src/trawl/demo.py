@@ -29,7 +29,9 @@ def run_demo(hosts: int, pages: int, values: dict[str, Any], crawl: CrawlFn) -> 
             err=True,
         )
         summary = crawl(site.seeds, values)
-        fetched_urls = {r for r in server.requests if not r.path.startswith("/robots.txt")}
+        fetched_urls = {
+            (r.host, r.path) for r in server.requests if not r.path.startswith("/robots.txt")
+        }
         verdict = "matches" if summary.discovered == len(site.ground_truth) else "DIFFERS"
         click.echo(
             f"ground truth: {len(site.ground_truth)} unique in-scope URLs, "

@@ -25,6 +25,7 @@ MAX_ROBOTS_REDIRECTS = 5
 ROBOTS_TTL = 24 * 3600.0
 
 _ROBOTS_PATH = "/robots.txt"
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _SCHEME_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
@@ -290,15 +291,16 @@ def parse_robots(body: bytes, agent_token: str) -> RobotsRules:
 def rules_for_response(status: int, body: bytes, agent_token: str) -> RobotsRules | None:
     """The rules implied by the final response to a robots.txt fetch.
 
-    2xx: the parsed body. 3xx (the engine only passes one on when more than
+    2xx: the parsed body. A redirect status (the engine passes one on only when more than
     MAX_ROBOTS_REDIRECTS redirects were needed): unavailable, so ALLOW_ALL (RFC 9309
     2.3.1.2). 4xx: ALLOW_ALL (2.3.1.3), except 429, which says the server is overloaded
-    and is treated like 5xx. 5xx and anything else: None, meaning unreachable: disallow
-    everything for now and fetch robots.txt again later (2.3.1.4).
+    and is treated like 5xx. 5xx and anything else (including 304, which only means
+    something next to a cached copy): None, meaning unreachable: disallow everything for
+    now and fetch robots.txt again later (2.3.1.4).
     """
     if 200 <= status <= 299:
         return parse_robots(body, agent_token)
-    if 300 <= status <= 499 and status != 429:
+    if status in _REDIRECTS or (400 <= status <= 499 and status != 429):
         return ALLOW_ALL
     return None
 

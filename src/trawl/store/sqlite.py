@@ -32,7 +32,8 @@ from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statement
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
-_IN_CHUNK = 500  # ids per "IN (...)" list, below SQLite's variable limit
+_IN_CHUNK = 500
+_MIN_ID, _MAX_ID = -(2**63), 2**63 - 1  # ids per "IN (...)" list, below SQLite's variable limit
 
 
 class SQLiteStore:
@@ -151,13 +152,13 @@ class SQLiteStore:
         return await self._run(lambda: self._transaction(work))
 
     async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
-        last = -(2**63) - 1
+        last = _MIN_ID
         while True:
             start = last
 
             def page(start: int = start) -> list[int]:
                 rows = self._db.execute(
-                    "SELECT id FROM urls WHERE id > ? ORDER BY id LIMIT ?", (start, batch)
+                    "SELECT id FROM urls WHERE id >= ? ORDER BY id LIMIT ?", (start, batch)
                 ).fetchall()
                 return [row[0] for row in rows]
 
@@ -165,7 +166,9 @@ class SQLiteStore:
             if not ids:
                 return
             yield ids
-            last = ids[-1]
+            if ids[-1] == _MAX_ID:
+                return
+            last = ids[-1] + 1
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         def work() -> dict[int, str]:
@@ -275,14 +278,14 @@ class SQLiteStore:
         await self._run(lambda: self._transaction(work))
 
     async def export(self) -> AsyncIterator[ExportRow]:
-        last = -(2**63) - 1
+        last = _MIN_ID
         while True:
             start = last
 
             def page(start: int = start) -> list[tuple[int, ExportRow]]:
                 rows = self._db.execute(
                     "SELECT id, url, status, content_type, length, fetched_at, depth, "
-                    "redirect_to, error, state FROM urls WHERE id > ? ORDER BY id LIMIT 5000",
+                    "redirect_to, error, state FROM urls WHERE id >= ? ORDER BY id LIMIT 5000",
                     (start,),
                 ).fetchall()
                 return [
@@ -308,7 +311,9 @@ class SQLiteStore:
                 return
             for _, row in rows:
                 yield row
-            last = rows[-1][0]
+            if rows[-1][0] == _MAX_ID:
+                return
+            last = rows[-1][0] + 1
 
 
 def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:

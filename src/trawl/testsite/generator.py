@@ -48,11 +48,13 @@ CRAWL_DELAY = 0.3
 BOMB_SIZE = 100_000_000
 BIG_SIZE = 20_000_000
 
-_HTML = "text/html; charset=utf-8"
-_TRACKING = ("utm_source=news", "utm_medium=email", "gclid=Cj0KCQ", "fbclid=IwAR2", "sid=42",
-             "jsessionid=A1B2", "PHPSESSID=abc")
-_WORDS = ("harbour tide net rope vessel catch deck hull keel mast sail anchor current shoal "
-          "reef channel buoy chart compass lantern gull crew dock pier").split()
+_TRACKING: tuple[str, ...] = ("utm_source=news", "utm_medium=email", "gclid=Cj0KCQ")
+_TRACKING += ("fbclid=IwAR2", "sid=42", "jsessionid=A1B2", "PHPSESSID=abc")
+_STYLES = ("absolute", "upper", "protocol", "escaped", "tracking", "reordered", "fragment", "dots")
+_SAME_HOST_STYLES = (*_STYLES, "root", "relative", "dot_relative", "spaces")
+_VOCABULARY = (
+    "harbour tide net rope vessel catch deck hull keel mast sail anchor current shoal reef"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,7 @@ class _Builder:
         self.rng = rng
         self.routes: dict[tuple[str, str], Route] = {}
         self.nodes: dict[str, Node] = {}
+        self.words = _VOCABULARY.split()
 
     def url(self, host: str, target: str) -> str:
         return f"http://{host}:{self.port}{target}"
@@ -167,7 +170,7 @@ class _Builder:
         self.nodes[self.url(host, target)] = node
 
     def text(self, words: int) -> str:
-        return " ".join(self.rng.choice(_WORDS) for _ in range(words)).capitalize() + "."
+        return " ".join(self.rng.choices(self.words, k=words)).capitalize() + "."
 
     def page(
         self,
@@ -208,7 +211,9 @@ class _Builder:
         targets = () if meta_nofollow else tuple(link.target for link in links if link.target)
         self.add(host, target, Route((*before, response)), Node(links=targets))
 
-    def redirect(self, host: str, target: str, status: int, location: str, dest: str | None) -> None:
+    def redirect(
+        self, host: str, target: str, status: int, location: str, dest: str | None
+    ) -> None:
         """A redirect whose body holds a link no crawler may follow."""
         body = b'<!doctype html><title>Moved</title><a href="/r/body-link.html">moved</a>'
         response = Response(status=status, body=body, headers=(("Location", location),))
@@ -220,11 +225,7 @@ class _Builder:
         same = host == src_host
         absolute = f"http://{host}:{port}{target}"
         prefix = "" if same else f"http://{host}:{port}"
-        styles = ["absolute", "upper", "protocol", "escaped", "tracking", "reordered", "fragment",
-                  "dots"]
-        if same:
-            styles += ["root", "relative", "dot_relative", "spaces"]
-        style = rng.choice(styles)
+        style = rng.choice(_SAME_HOST_STYLES if same else _STYLES)
         path, sep, query = target.partition("?")
         pieces = query.split("&") if query else []
         if style == "upper":
@@ -272,6 +273,17 @@ def _page_target(i: int) -> str:
     return "/" if i == 0 else shapes[i % 5]
 
 
+_DECOYS: tuple[str, ...] = (
+    "nf-1",
+    "nf-2",
+    "nf-3",
+    "commented",
+    "scripted",
+    "canonical",
+    "mnf-target",
+)
+_DECOYS += ("from-text", "from-pdf")
+"""Pages linked only in ways a crawler must not follow (nofollow, comments, text, PDF)."""
 _HOME_EXTRAS = ["/private/p1.html", "/private/open.html", "/gone.html"]
 _ROBOTS_RULES = ((True, "/private/open.html"), (False, "/private/"))
 
@@ -281,7 +293,9 @@ def _robots(builder: _Builder, host: str, role: str) -> RobotsPolicy:
     if role == "no_robots":
         return RobotsPolicy()
     if role == "robots_500":
-        route = Route((Response(status=500, body=b"robots unavailable", content_type="text/plain"),))
+        route = Route(
+            (Response(status=500, body=b"robots unavailable", content_type="text/plain"),)
+        )
         builder.add(host, "/robots.txt", route, Node())
         return RobotsPolicy(deny_all=True)
     lines = ["User-agent: evilbot", "Disallow: /", "", "User-agent: *"]
@@ -289,8 +303,9 @@ def _robots(builder: _Builder, host: str, role: str) -> RobotsPolicy:
         lines.append(f"Crawl-delay: {CRAWL_DELAY}")
     lines += ["Allow: /private/open.html", "Disallow: /private/", ""]
     body = "\n".join(lines).encode()
-    builder.add(host, "/robots.txt", Route((Response(body=body, content_type="text/plain"),)),
-                Node())
+    builder.add(
+        host, "/robots.txt", Route((Response(body=body, content_type="text/plain"),)), Node()
+    )
     return RobotsPolicy(rules=_ROBOTS_RULES)
 
 
@@ -302,74 +317,110 @@ def _features(b: _Builder, www: str, other: str, off: tuple[str, ...], domain: s
     t = url(www, target)
     tilde = url(www, "/features/~tilde/page.html")
     spellings = [
-        Link(t, t), Link(f"HTTP://WWW.{domain.upper()}:{port}{target}", t),
-        Link(f"//{www}:{port}{target}", t), Link("/features/target.html?b=2&a=1", t),
-        Link("target.html?a=1&b=2", t), Link("./target.html?a=1&b=2#top", t),
-        Link("../features/target.html?a=1&b=2", t), Link("/features/x/../target.html?a=1&b=2", t),
-        Link("/features/./target.html?a=1&b=2#", t), Link("/features/%74arget.html?a=%31&b=2", t),
+        Link(t, t),
+        Link(f"HTTP://WWW.{domain.upper()}:{port}{target}", t),
+        Link(f"//{www}:{port}{target}", t),
+        Link("/features/target.html?b=2&a=1", t),
+        Link("target.html?a=1&b=2", t),
+        Link("./target.html?a=1&b=2#top", t),
+        Link("../features/target.html?a=1&b=2", t),
+        Link("/features/x/../target.html?a=1&b=2", t),
+        Link("/features/./target.html?a=1&b=2#", t),
+        Link("/features/%74arget.html?a=%31&b=2", t),
         Link("/features/target.html?utm_source=news&a=1&gclid=xyz&b=2", t),
         Link("/features/target.html?a=1&sessionid=s1&b=2&jsessionid=j&sid=1&phpsessid=p", t),
-        Link("  /features/target.html?a=1&b=2  ", t), Link(f"http://{www}.:{port}{target}", t),
-        Link("/features/%7Etilde/page.html", tilde), Link("/features/%7etilde/page.html", tilde),
-        Link("mailto:crew@" + domain, None), Link("javascript:void(0)", None),
-        Link("tel:+15550100", None), Link("data:text/html,<a href=/features/data.html>d</a>", None),
+        Link("  /features/target.html?a=1&b=2  ", t),
+        Link(f"http://{www}.:{port}{target}", t),
+        Link("/features/%7Etilde/page.html", tilde),
+        Link("/features/%7etilde/page.html", tilde),
+        Link("mailto:crew@" + domain, None),
+        Link("javascript:void(0)", None),
+        Link("tel:+15550100", None),
+        Link("data:text/html,<a href=/features/data.html>d</a>", None),
         Link(f"ftp://{www}/features/file.txt", None),
         Link(f"http://user:pw@{www}:{port}/features/userinfo.html", None),
         Link(f"http://{www}:99999/features/bad-port.html", None),
         Link(f"http://exa mple.{domain}:{port}/features/bad-host.html", None),
-        Link("http://", None), Link(f"http://{www}:{port}/features/long/{'x' * 2100}.html", None),
+        Link(f"http://{www}:{port}/features/long/{'x' * 2100}.html", None),
         Link(hub, hub),
         *(Link(f"http://{host}:{port}/features/", None) for host in off),
     ]
     b.page(www, "/features/spellings.html", "Spellings", spellings)
-    b.page(www, "/features/target.html?a=1&b=2", "Target", [Link("spellings.html", url(www, "/features/spellings.html"))])
+    b.page(
+        www,
+        "/features/target.html?a=1&b=2",
+        "Target",
+        [Link("spellings.html", url(www, "/features/spellings.html"))],
+    )
     b.page(www, "/features/~tilde/page.html", "Tilde", [Link("../", hub)])
 
-    decoys = ("nf-1", "nf-2", "nf-3", "commented", "scripted", "canonical", "mnf-target",
-              "from-text", "from-pdf")
-    for name in decoys:
+    for name in _DECOYS:
         b.page(www, f"/features/{name}.html", name, [Link("/features/", hub)])
     nofollow = url(www, "/features/nofollow.html")
     b.page(
-        www, "/features/nofollow.html", "Not followed", [Link("/features/", hub), Link("#part", nofollow), Link("", nofollow)],
+        www,
+        "/features/nofollow.html",
+        "Not followed",
+        [Link("/features/", hub), Link("#part", nofollow), Link("", nofollow)],
         head='<link rel="canonical" href="/features/canonical.html">',
         extra=(
             '<a rel="nofollow" href="/features/nf-1.html">nf</a>'
             '<a rel="NoFollow noopener" href="/features/nf-2.html">nf</a>'
             '<map name="n"><area rel="nofollow" href="/features/nf-3.html" alt="nf"></map>'
-            "<!-- <a href=\"/features/commented.html\">old</a> -->"
+            '<!-- <a href="/features/commented.html">old</a> -->'
             "<script>const s = '<a href=\"/features/scripted.html\">';</script><a>no href</a>"
         ),
     )
-    b.page(www, "/features/meta-nofollow.html", "Meta nofollow",
-           [Link("/features/mnf-target.html", url(www, "/features/mnf-target.html"))], meta_nofollow=True)
-    based = [Link("one.html", url(www, "/features/based/one.html")),
-             Link("../two.html", url(www, "/features/two.html")),
-             Link("./three.html", url(www, "/features/based/three.html"))]
+    b.page(
+        www,
+        "/features/meta-nofollow.html",
+        "Meta nofollow",
+        [Link("/features/mnf-target.html", url(www, "/features/mnf-target.html"))],
+        meta_nofollow=True,
+    )
+    based = [
+        Link("one.html", url(www, "/features/based/one.html")),
+        Link("../two.html", url(www, "/features/two.html")),
+        Link("./three.html", url(www, "/features/based/three.html")),
+    ]
     b.page(www, "/features/base/index.html", "Base", based, head='<base href="/features/based/">')
-    for path in ("/features/based/one.html", "/features/two.html", "/features/based/three.html",
-                 "/features/area-target.html", "/r/body-link.html"):
+    leaves = ("/features/based/one.html", "/features/two.html", "/features/based/three.html")
+    for path in (*leaves, "/features/area-target.html", "/r/body-link.html"):
         b.page(www, path, "Leaf", [Link("/features/", hub)])
 
-    text = Response(body=b'see <a href="/features/from-text.html">this</a>\n', content_type="text/plain; charset=utf-8")
-    pdf = Response(body=b'%PDF-1.4\n<a href="/features/from-pdf.html">x</a>\n%%EOF\n', content_type="application/pdf")
+    text = Response(
+        body=b'see <a href="/features/from-text.html">this</a>\n',
+        content_type="text/plain; charset=utf-8",
+    )
+    pdf = Response(
+        body=b'%PDF-1.4\n<a href="/features/from-pdf.html">x</a>\n%%EOF\n',
+        content_type="application/pdf",
+    )
     b.add(www, "/features/doc.txt", Route((text,)), Node())
     b.add(www, "/features/doc.pdf", Route((pdf,)), Node())
     big = Response(content_type="application/octet-stream", body_size=BIG_SIZE)
     b.add(www, "/features/big.bin", Route((big,)), Node())
     b.add(www, "/features/bomb.html", Route((Response(body_size=BOMB_SIZE, gzip=True),)), Node())
-    busy = Response(status=503, body=b"busy", content_type="text/plain", headers=(("Retry-After", "1"),))
+    busy = Response(
+        status=503, body=b"busy", content_type="text/plain", headers=(("Retry-After", "1"),)
+    )
     b.page(www, "/features/flaky.html", "Flaky", [Link("/features/", hub)], before=(busy,))
     b.page(www, "/features/slow.html", "Slow", [Link("/features/", hub)], delay=0.2)
 
     redirects = _redirects(b, www, other, off[0])
-    hub_links = [Link(p, url(www, p)) for p in (
-        "/features/spellings.html", "/features/nofollow.html", "/features/meta-nofollow.html",
-        "/features/base/index.html", "/features/doc.txt", "/features/doc.pdf",
-        "/features/missing.html", "/features/flaky.html", "/features/slow.html",
-        "/features/big.bin", "/features/bomb.html", *redirects)]
-    hub_links += [Link("/features/area-target.html", url(www, "/features/area-target.html"), "area"),
-                  Link("/", url(www, "/"))]
+    pages: tuple[str, ...] = (
+        "spellings.html",
+        "nofollow.html",
+        "meta-nofollow.html",
+        "base/index.html",
+    )
+    pages += ("doc.txt", "doc.pdf", "missing.html", "flaky.html", "slow.html", "big.bin")
+    paths = [f"/features/{name}" for name in (*pages, "bomb.html")] + redirects
+    hub_links = [Link(path, url(www, path)) for path in paths]
+    hub_links += [
+        Link("/features/area-target.html", url(www, "/features/area-target.html"), "area"),
+        Link("/", url(www, "/")),
+    ]
     b.page(www, "/features/", "Features", hub_links)
 
 
@@ -385,12 +436,22 @@ def _redirects(b: _Builder, www: str, other: str, off: str) -> list[str]:
     for status, (location, dest) in simple.items():
         b.redirect(www, f"/r/{status}", status, location, url(www, dest))
         b.page(www, dest, f"Landed {status}", [Link("/features/", url(www, "/features/"))])
-    b.redirect(www, "/r/307", 307, f"HTTP://{other.upper()}:{port}/r/dest-307.html",
-               url(other, "/r/dest-307.html"))
+    b.redirect(
+        www,
+        "/r/307",
+        307,
+        f"HTTP://{other.upper()}:{port}/r/dest-307.html",
+        url(other, "/r/dest-307.html"),
+    )
     b.page(other, "/r/dest-307.html", "Landed 307", [Link("/", url(other, "/"))])
     for n in range(3):
-        b.redirect(www, f"/r/chain-{n}", 302, f"/r/chain-{n + 1}" if n < 2 else "chain-end.html",
-                   url(www, f"/r/chain-{n + 1}" if n < 2 else "/r/chain-end.html"))
+        b.redirect(
+            www,
+            f"/r/chain-{n}",
+            302,
+            f"/r/chain-{n + 1}" if n < 2 else "chain-end.html",
+            url(www, f"/r/chain-{n + 1}" if n < 2 else "/r/chain-end.html"),
+        )
     b.page(www, "/r/chain-end.html", "Chain end", [Link("/", url(www, "/"))])
     b.redirect(www, "/r/loop-1", 302, "/r/loop-2", url(www, "/r/loop-2"))
     b.redirect(www, "/r/loop-2", 302, "/r/loop-1", url(www, "/r/loop-1"))
@@ -398,10 +459,62 @@ def _redirects(b: _Builder, www: str, other: str, off: str) -> list[str]:
     for n in range(7):
         b.redirect(www, f"/r/long-{n}", 301, f"/r/long-{n + 1}", url(www, f"/r/long-{n + 1}"))
     b.page(www, "/r/long-7", "Too far", [Link("/", url(www, "/"))])
-    b.redirect(www, "/r/to-private", 302, "/private/redirected.html",
-               url(www, "/private/redirected.html"))
-    return ["/r/301", "/r/302", "/r/303", "/r/307", "/r/308", "/r/chain-0", "/r/loop-1",
-            "/r/away", "/r/long-0", "/r/to-private"]
+    b.redirect(
+        www, "/r/to-private", 302, "/private/redirected.html", url(www, "/private/redirected.html")
+    )
+    heads = [f"/r/{status}" for status in (301, 302, 303, 307, 308)]
+    return [*heads, "/r/chain-0", "/r/loop-1", "/r/away", "/r/long-0", "/r/to-private"]
+
+
+def _host_pages(
+    b: _Builder,
+    host: str,
+    names: Sequence[str],
+    pages: Mapping[str, Sequence[str]],
+    links_per_page: int,
+    off_scope: Sequence[str],
+) -> None:
+    """One host's ordinary pages, its private pages and an orphan nobody links.
+
+    Every page links home and to its neighbours (so all pages are reachable and links
+    run in circles), then to random pages: mostly its own host, some other in-scope
+    hosts, a few off-scope ones, each in a randomly chosen spelling. Home pages also
+    link the private pages, a 404 and every other host's home; www's links /features/.
+    """
+    rng, own = b.rng, pages[host]
+    for i, target in enumerate(own):
+        chosen: list[tuple[str, str | None]] = [
+            (host, t) for t in (own[0], own[(i + 1) % len(own)], own[i - 1])
+        ]
+        for _ in range(links_per_page):
+            roll = rng.random()
+            if roll < 0.05:
+                chosen.append((rng.choice(off_scope), None))
+            elif roll < 0.25:
+                other = rng.choice([h for h in names if h != host])
+                chosen.append((other, rng.choice(pages[other])))
+            else:
+                chosen.append((host, rng.choice(own)))
+        links = [
+            Link(b.spell(host, target, h, t), b.url(h, t))
+            if t is not None
+            else Link(f"http://{h}:{b.port}/{rng.choice(b.words)}.html", None)
+            for h, t in chosen
+        ]
+        if i == 0:
+            extras = ["/private/p1.html"] if host == names[1] else _HOME_EXTRAS
+            links += [Link(p, b.url(host, p)) for p in extras]
+            links += [Link(b.url(h, "/"), b.url(h, "/")) for h in names if h != host]
+            if host == names[0]:
+                links.append(Link("/features/", b.url(host, "/features/")))
+        b.page(host, target, f"{host} page {i}", links)
+    private = [
+        Link("/private/deep.html", b.url(host, "/private/deep.html")),
+        Link("/", b.url(host, "/")),
+    ]
+    for path in ("/private/p1.html", "/private/open.html", "/private/deep.html"):
+        b.page(host, path, "Private", private)
+    b.page(host, "/orphan.html", "Orphan", [Link("/", b.url(host, "/"))])
 
 
 def generate_site(
@@ -419,42 +532,22 @@ def generate_site(
     rng = random.Random(seed)
     b = _Builder(port, rng)
     names = [f"www.{domain}"] + [f"h{k}.{domain}" for k in range(1, hosts - 1)] + [f"a.b.{domain}"]
-    roles = {names[0]: "rules", names[1]: "crawl_delay", names[2]: "no_robots", names[-1]: "robots_500"}
+    roles = {
+        names[0]: "rules",
+        names[1]: "crawl_delay",
+        names[2]: "no_robots",
+        names[-1]: "robots_500",
+    }
     off_scope = ("www.elsewhere.test", f"not{domain}", f"www.{domain}.elsewhere.test")
     small = {names[1]: 4, names[-1]: 6}
-    pages = {h: [_page_target(i) for i in range(min(pages_per_host, small.get(h, pages_per_host)))] for h in names}
+    pages = {
+        h: [_page_target(i) for i in range(min(pages_per_host, small.get(h, pages_per_host)))]
+        for h in names
+    }
     policies = {h: _robots(b, h, roles.get(h, "rules")) for h in names}
 
     for host in names:
-        own = pages[host]
-        for i, target in enumerate(own):
-            links = [own[0], own[(i + 1) % len(own)], own[i - 1]]
-            chosen: list[tuple[str, str | None]] = [(host, t) for t in links]
-            for _ in range(links_per_page):
-                roll = rng.random()
-                if roll < 0.05:
-                    chosen.append((rng.choice(off_scope), None))
-                elif roll < 0.25:
-                    other = rng.choice([h for h in names if h != host])
-                    chosen.append((other, rng.choice(pages[other])))
-                else:
-                    chosen.append((host, rng.choice(own)))
-            page_links = [
-                Link(b.spell(host, target, h, t), b.url(h, t)) if t is not None
-                else Link(f"http://{h}:{port}/{rng.choice(_WORDS)}.html", None)
-                for h, t in chosen
-            ]
-            if i == 0:
-                extras = ["/private/p1.html"] if host == names[1] else _HOME_EXTRAS
-                page_links += [Link(p, b.url(host, p)) for p in extras]
-                page_links += [Link(b.url(h, "/"), b.url(h, "/")) for h in names if h != host]
-                if host == names[0]:
-                    page_links.append(Link("/features/", b.url(host, "/features/")))
-            b.page(host, target, f"{host} page {i}", page_links)
-        private = [Link("/private/deep.html", b.url(host, "/private/deep.html")), Link("/", b.url(host, "/"))]
-        for path in ("/private/p1.html", "/private/open.html", "/private/deep.html"):
-            b.page(host, path, "Private", private)
-        b.page(host, "/orphan.html", "Orphan", [Link("/", b.url(host, "/"))])
+        _host_pages(b, host, names, pages, links_per_page, off_scope)
     b.page(names[0], "/private/redirected.html", "Private", [])
     _features(b, names[0], names[2], off_scope, domain)
 
@@ -462,7 +555,9 @@ def generate_site(
 
     def allowed(url: str) -> bool:
         parts = urlsplit(url)
-        return policies[parts.hostname or ""].allows(parts.path + ("?" + parts.query if parts.query else ""))
+        return policies[parts.hostname or ""].allows(
+            parts.path + ("?" + parts.query if parts.query else "")
+        )
 
     result = explore(seeds, b.nodes, allowed)
     return Site(

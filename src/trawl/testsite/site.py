@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
-from urllib.parse import quote, urlsplit
+from urllib.parse import SplitResult, quote, urlsplit
 
 __all__ = [
+    "NOT_FOUND",
     "TRACKING_PARAMS",
     "Response",
     "Route",
@@ -149,8 +150,17 @@ def canonical_url(url: str) -> str:
     port = parts.port
     host = _canonical_host(parts.hostname)
     netloc = host if port in (None, default) else f"{host}:{port}"
-    target = parts.path + ("?" + parts.query if parts.query else "")
-    return f"{parts.scheme}://{netloc}{canonical_target(target)}"
+    return f"{parts.scheme}://{netloc}{canonical_target(_target(parts))}"
+
+
+def _target(parts: SplitResult) -> str:
+    return parts.path + ("?" + parts.query if parts.query else "")
+
+
+def _at_port(url: str, port: int) -> str:
+    """`url` in canonical spelling, moved to `port` on the same host."""
+    parts = urlsplit(url)
+    return canonical_url(f"{parts.scheme}://{parts.hostname}:{port}{_target(parts)}")
 
 
 def _as_route(value: Response | Route | Sequence[Response]) -> Route:
@@ -180,7 +190,7 @@ class Site:
     ground_truth: frozenset[str] = frozenset()
     expected_fetches: frozenset[str] = frozenset()
     robots_blocked: frozenset[str] = frozenset()
-    off_scope_hosts: tuple[str, ...] = field(default=())
+    off_scope_hosts: tuple[str, ...] = ()
 
     def url(self, host: str, target: str = "/") -> str:
         """The absolute URL of `target` on `host` at this site's port."""
@@ -198,27 +208,25 @@ class Site:
         robots_blocked: Iterable[str] = (),
         expected_fetches: Iterable[str] | None = None,
     ) -> Site:
-        """A small site from absolute URLs (any spelling; the port in them is ignored).
+        """A small site from absolute URLs in any spelling, all moved to `port`.
 
         `hosts` defaults to every host of the routes and seeds; `expected_fetches`
         defaults to the ground truth minus the robots-blocked URLs.
         """
-        table: dict[tuple[str, str], Route] = {}
-        for url, value in routes.items():
-            parts = urlsplit(url)
-            table[route_key(parts.netloc, parts.path + ("?" + parts.query if parts.query else ""))] = (
-                _as_route(value)
-            )
-        seed_list = tuple(seeds)
+        table = {
+            route_key(urlsplit(url).netloc, _target(urlsplit(url))): _as_route(value)
+            for url, value in routes.items()
+        }
+        seed_list = tuple(_at_port(seed, port) for seed in seeds)
         if hosts is None:
-            names = {host for host, _ in table} | {_canonical_host(urlsplit(s).netloc) for s in seed_list}
+            names = {host for host, _ in table} | {urlsplit(s).hostname or "" for s in seed_list}
             hosts = sorted(names)
-        truth = frozenset(canonical_url(u) for u in ground_truth)
-        blocked = frozenset(canonical_url(u) for u in robots_blocked)
+        truth = frozenset(_at_port(u, port) for u in ground_truth)
+        blocked = frozenset(_at_port(u, port) for u in robots_blocked)
         fetches = (
             truth - blocked
             if expected_fetches is None
-            else frozenset(canonical_url(u) for u in expected_fetches)
+            else frozenset(_at_port(u, port) for u in expected_fetches)
         )
         return cls(
             port=port,
@@ -229,4 +237,3 @@ class Site:
             expected_fetches=fetches,
             robots_blocked=blocked,
         )
-
