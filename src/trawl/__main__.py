@@ -1,0 +1,5 @@
+"""``python -m trawl`` runs the command line."""
+
+from trawl.cli import main
+
+main()
