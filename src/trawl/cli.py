@@ -96,8 +96,12 @@ def _merged(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
 def build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
     """Turn merged option values into a validated :class:`CrawlConfig`."""
     strip = values.get("strip_params")
-    rules = NormalizeRules() if strip is None else NormalizeRules(
-        strip_params=frozenset(p.strip().lower() for p in str(strip).split(",") if p.strip())
+    rules = (
+        NormalizeRules()
+        if strip is None
+        else NormalizeRules(
+            strip_params=frozenset(p.strip().lower() for p in str(strip).split(",") if p.strip())
+        )
     )
     resolve = values.get("resolve") or ()
     if isinstance(resolve, dict):
@@ -126,9 +130,7 @@ def build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
             memory_queue=int(values["memory_queue"]),
             expected_urls=int(values["expected_urls"]),
         ),
-        timeouts=Timeouts(
-            connect=float(values["connect_timeout"]), total=float(values["timeout"])
-        ),
+        timeouts=Timeouts(connect=float(values["connect_timeout"]), total=float(values["timeout"])),
         retry=retry,
         url_rules=rules,
         concurrency=int(values["concurrency"]),
@@ -246,4 +248,3 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"trawl: internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)
-

@@ -24,8 +24,7 @@ def run_demo(hosts: int, pages: int, values: dict[str, Any], crawl: CrawlFn) -> 
         site = server.site
         values = {**values, "resolve": server.resolve_map()}
         click.echo(
-            f"demo site: {len(site.hosts)} hosts on 127.0.0.1:{server.port}, "
-            f"seed {site.seeds[0]}",
+            f"demo site: {len(site.hosts)} hosts on 127.0.0.1:{server.port}, seed {site.seeds[0]}",
             err=True,
         )
         summary = crawl(site.seeds, values)

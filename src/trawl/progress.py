@@ -15,15 +15,17 @@ from trawl.engine import Progress
 def render(progress: Progress) -> Table:
     """One compact table of the live figures."""
     table = Table.grid(padding=(0, 2))
-    for _ in range(6):
+    for _ in range(8):
         table.add_column(justify="right")
     table.add_row(
+        f"[bold]{progress.elapsed:6.1f}s[/]",
         f"[bold]fetched[/] {progress.fetched}",
         f"[bold]queued[/] {progress.queued}",
         f"[bold]unique[/] {progress.discovered}",
         f"[bold]errors[/] {progress.errors}",
         f"[bold]pages/s[/] {progress.pages_per_second:.1f}",
         f"[bold]hosts active[/] {progress.hosts_active}",
+        f"[bold]in flight[/] {progress.inflight}",
     )
     return table
 

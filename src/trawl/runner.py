@@ -85,9 +85,7 @@ async def _run(config: CrawlConfig, console: Console | None) -> Summary:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
-        display = (
-            asyncio.create_task(show_progress(crawler.progress, console)) if console else None
-        )
+        display = asyncio.create_task(show_progress(crawler.progress, console)) if console else None
         try:
             return await crawler.run()
         except asyncio.CancelledError as exc:

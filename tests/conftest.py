@@ -1,0 +1,143 @@
+"""Shared fixtures for the end-to-end tests: run a whole crawl against a live test site.
+
+The `crawl` fixture runs trawl in-process against a `SiteServer` on loopback, with fast
+politeness and retry settings unless a test asks for others, and returns the summary
+together with every row of the store's ``urls`` table. `page_requests` reads the
+server's log in ground-truth spelling, so a duplicate GET shows up however it was spelt.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trawl.config import CrawlConfig, Limits, Politeness, Timeouts
+from trawl.retry import RetryPolicy
+from trawl.runner import build_engine
+from trawl.store.base import State
+from trawl.store.sqlite import DB_NAME
+from trawl.summary import Summary
+from trawl.testsite import SiteServer, canonical_url
+
+FAST = Politeness(delay=0.0, response_factor=0.0)
+"""No politeness delay at all: tests that measure delays ask for them explicitly."""
+
+FAST_RETRY = RetryPolicy(base=0.05, cap=1.0, attempts=3)
+"""Short back-offs so failing URLs settle within a second."""
+
+
+@dataclass(frozen=True, slots=True)
+class UrlRow:
+    """One row of the store's ``urls`` table."""
+
+    url: str
+    state: State
+    status: int | None
+    content_type: str | None
+    length: int | None
+    error: str | None
+    truncated: bool
+    attempts: int
+    redirect_to: str | None
+    redirect_hops: int
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlOutcome:
+    """What a finished crawl left behind: its summary and its stored URLs by URL."""
+
+    summary: Summary
+    rows: Mapping[str, UrlRow]
+
+    def in_state(self, state: State) -> set[str]:
+        """The stored URLs in ``state``."""
+        return {url for url, row in self.rows.items() if row.state is state}
+
+
+def read_rows(data_dir: Path) -> dict[str, UrlRow]:
+    """Every stored URL of the crawl in ``data_dir``."""
+    with sqlite3.connect(data_dir / DB_NAME) as db:
+        rows = db.execute(
+            "SELECT url, state, status, content_type, length, error, truncated, attempts, "
+            "redirect_to, redirect_hops, depth FROM urls"
+        ).fetchall()
+    return {
+        row[0]: UrlRow(
+            url=row[0],
+            state=State(row[1]),
+            status=row[2],
+            content_type=row[3],
+            length=row[4],
+            error=row[5],
+            truncated=bool(row[6]),
+            attempts=row[7],
+            redirect_to=row[8],
+            redirect_hops=row[9],
+            depth=row[10],
+        )
+        for row in rows
+    }
+
+
+class CrawlRunner:
+    """Runs one crawl of a served site into a fresh data dir."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self._base_dir = base_dir
+        self._runs = 0
+
+    async def __call__(
+        self,
+        server: SiteServer,
+        *,
+        politeness: Politeness = FAST,
+        limits: Limits | None = None,
+        retry: RetryPolicy = FAST_RETRY,
+        timeouts: Timeouts | None = None,
+        concurrency: int = 64,
+    ) -> CrawlOutcome:
+        """Crawl ``server.site`` from its seeds until done; every host maps to loopback."""
+        self._runs += 1
+        data_dir = self._base_dir / f"crawl-{self._runs}"
+        config = CrawlConfig(
+            seeds=server.site.seeds,
+            data_dir=data_dir,
+            resolve=server.resolve_map(),
+            politeness=politeness,
+            limits=limits or Limits(),
+            retry=retry,
+            timeouts=timeouts or Timeouts(connect=2.0, total=10.0),
+            concurrency=concurrency,
+            rng_seed=1,
+        )
+        async with build_engine(config) as crawler:
+            summary = await crawler.run()
+        assert summary.state == "done"
+        return CrawlOutcome(summary=summary, rows=read_rows(data_dir))
+
+
+@pytest.fixture
+def crawl(tmp_path: Path) -> CrawlRunner:
+    """A crawl runner writing its stores under the test's temporary directory."""
+    return CrawlRunner(tmp_path)
+
+
+def page_requests(server: SiteServer) -> Counter[str]:
+    """How often each URL other than robots.txt was requested, in ground-truth spelling."""
+    site = server.site
+    return Counter(
+        canonical_url(site.url(record.host, record.path))
+        for record in server.requests
+        if record.path != "/robots.txt"
+    )
+
+
+def robots_requests(server: SiteServer) -> Counter[str]:
+    """How often each host's robots.txt was requested."""
+    return Counter(record.host for record in server.requests if record.path == "/robots.txt")
