@@ -79,13 +79,15 @@ class Committer:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self._linger
             while parts < self._max_batch:
+                timeout = deadline - loop.time()
                 try:
-                    timeout = deadline - loop.time()
-                    part = (
-                        self._queue.get_nowait()
-                        if timeout <= 0 or not self._queue.empty()
-                        else await asyncio.wait_for(self._queue.get(), timeout)
-                    )
+                    if timeout <= 0 or not self._queue.empty():
+                        part = self._queue.get_nowait()
+                    else:
+                        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+                        # cancellation that races with the item's arrival.
+                        async with asyncio.timeout(timeout):
+                            part = await self._queue.get()
                 except (asyncio.QueueEmpty, TimeoutError):
                     break
                 if part is None:

@@ -57,6 +57,18 @@ from trawl.urls import Rejection, normalize, resolve
 REFILL_PERIOD = 0.5
 
 
+async def wait_event(event: asyncio.Event, seconds: float) -> None:
+    """Wait until ``event`` is set, or ``seconds`` at most.
+
+    Written with ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11
+    ``wait_for`` swallows a cancellation that arrives just as the event is set, so a
+    cancelled loop would run on and the task group owning it would never exit.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """Live figures for the progress display (cheap to read at any time)."""
@@ -194,7 +206,7 @@ class Crawler:
                 break
             if self._scheduler.buffered * 2 < self._config.limits.memory_queue:
                 self._refill_wanted.set()
-            wait: float | None = REFILL_PERIOD
+            wait = REFILL_PERIOD
             if self._scheduler.inflight < concurrency:
                 turn = self._scheduler.pop_ready()
                 if isinstance(turn, HostSlot):
@@ -206,8 +218,7 @@ class Crawler:
                 if turn is not None:
                     wait = min(max(turn - self._clock(), 0.0), REFILL_PERIOD)
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+            await wait_event(self._wake, wait)
         while self._scheduler.inflight:
             self._wake.clear()
             await self._wake.wait()
@@ -231,8 +242,7 @@ class Crawler:
 
     async def _refill_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._refill_wanted.wait(), REFILL_PERIOD)
+            await wait_event(self._refill_wanted, REFILL_PERIOD)
             self._refill_wanted.clear()
             if await self._frontier.refill():
                 self._wake.set()

@@ -68,8 +68,15 @@ class FetchResult:
 class _Decoder(Protocol):
     def feed(self, data: bytes, limit: int) -> bytes: ...
 
+    @property
+    def complete(self) -> bool:
+        """True once the compressed stream has ended properly."""
+        ...
+
 
 class _Identity:
+    complete = True
+
     def feed(self, data: bytes, limit: int) -> bytes:
         return data[:limit]
 
@@ -92,6 +99,10 @@ class _Zlib:
         self._started = True
         return out
 
+    @property
+    def complete(self) -> bool:
+        return bool(self._obj.eof)
+
 
 class _Brotli:
     def __init__(self) -> None:
@@ -100,6 +111,10 @@ class _Brotli:
     def feed(self, data: bytes, limit: int) -> bytes:
         out: bytes = self._obj.process(data, output_buffer_limit=limit)
         return out
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._obj.is_finished())
 
 
 def _decoder(encoding: str | None) -> _Decoder | None:
@@ -236,6 +251,9 @@ class Fetcher:
                     wanted = accept(None, bytes(body[:512]))
                     if not wanted:
                         break
+            else:
+                # The stream ended: a compressed body cut off early is partial content.
+                truncated = not decoder.complete
         if not wanted:
             response.close()
             length = declared
