@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trawl.parser import ParsedPage, is_html, parse_html, robots_header
+from trawl.parser import ParsedPage, content_charset, is_html, parse_html, robots_header
 
 
 def _page(body: str, **kwargs: Any) -> ParsedPage:
@@ -390,3 +390,24 @@ def test_deliberate_differences_name_real_cases() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_robots_meta_conformance(case: dict[str, Any]) -> None:
     assert _case_passes(case) is (case["id"] not in DELIBERATE_DIFFERENCES), case["basis"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [
+        ("text/html; charset=ISO-8859-1", "ISO-8859-1"),
+        ('text/html;charset="utf-8"', "utf-8"),
+        ("text/html; foo=bar; Charset=windows-1252", "windows-1252"),
+        ("text/html", None),
+        ("text/html; charset=", None),
+        (None, None),
+    ],
+)
+def test_content_charset(content_type: str | None, expected: str | None) -> None:
+    assert content_charset(content_type) == expected
+
+
+def test_header_charset_decodes_a_page_without_meta_charset() -> None:
+    body = '<!doctype html><a href="/café">x</a>'.encode("iso-8859-1")
+    page = parse_html(body, charset=content_charset("text/html; charset=ISO-8859-1"))
+    assert page.links == ("/café",)

@@ -28,7 +28,7 @@ from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchResult
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
-from trawl.parser import is_html, parse_html, robots_header
+from trawl.parser import content_charset, is_html, parse_html, robots_header
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import (
     DISALLOW_ALL,
@@ -417,6 +417,7 @@ class Crawler:
             agent_token=self._agent,
             honour_nofollow=honour,
             max_links=self._config.limits.max_links,
+            charset=content_charset(result.content_type),
         )
         batch.count("nofollow_links", page.nofollow_links)
         if page.nofollow and honour:

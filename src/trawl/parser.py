@@ -265,6 +265,17 @@ class ParsedPage:
     title: str | None
 
 
+def content_charset(content_type: str | None) -> str | None:
+    """The ``charset`` parameter of a Content-Type header value, if any."""
+    if not content_type:
+        return None
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None
+
+
 def parse_html(
     body: bytes,
     *,
