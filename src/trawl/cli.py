@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -34,6 +35,8 @@ from trawl.runner import read_summary, run_crawl
 from trawl.scope import ScopeMode
 from trawl.summary import Summary
 from trawl.urls import NormalizeRules
+
+T = TypeVar("T")
 
 _CRAWL_OPTIONS = [
     click.option("--scope", type=click.Choice([m.value for m in ScopeMode]), default="domain",
@@ -61,7 +64,8 @@ _CRAWL_OPTIONS = [
                  help="Body cap in bytes, after decompression."),
     click.option("--retry-base", type=float, default=1.0, help="First retry back-off, seconds."),
     click.option("--retry-cap", type=float, default=300.0, help="Longest retry back-off."),
-    click.option("--retry-attempts", type=int, default=5, help="Tries per URL, the first included."),
+    click.option("--retry-attempts", type=int, default=5,
+                 help="Tries per URL, the first included."),
     click.option("--strip-params", help="Comma-separated query parameters to drop "
                                          "(replaces the default tracking/session list)."),
     click.option("--ignore-nofollow", is_flag=True, help="Follow rel/meta nofollow links too."),
@@ -94,7 +98,17 @@ def _merged(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
-    """Turn merged option values into a validated :class:`CrawlConfig`."""
+    """Turn merged option values into a validated :class:`CrawlConfig`.
+
+    Values from a config file arrive untyped, so a wrong type is a usage error here.
+    """
+    try:
+        return _build_config(seeds, values)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"bad configuration value: {exc}") from exc
+
+
+def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
     strip = values.get("strip_params")
     rules = (
         NormalizeRules()
@@ -106,39 +120,60 @@ def build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
     resolve = values.get("resolve") or ()
     if isinstance(resolve, dict):
         resolve = tuple(f"{host}={ip}" for host, ip in resolve.items())
-    try:
-        retry = RetryPolicy(
-            base=float(values["retry_base"]),
-            cap=float(values["retry_cap"]),
-            attempts=int(values["retry_attempts"]),
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    defaults_politeness, defaults_limits = Politeness(), Limits()
     return CrawlConfig(
-        seeds=seeds,
+        seeds=tuple(str(s) for s in seeds),
         data_dir=Path(values["data_dir"]),
         scope=ScopeConfig(
             mode=ScopeMode(values["scope"]),
-            include=tuple(values.get("include") or ()),
-            exclude=tuple(values.get("exclude") or ()),
+            include=_strings(values.get("include")),
+            exclude=_strings(values.get("exclude")),
         ),
-        politeness=Politeness(per_host=int(values["per_host"]), delay=float(values["delay"])),
+        politeness=Politeness(
+            per_host=int(values["per_host"]),
+            delay=float(values["delay"]),
+            response_factor=float(
+                values.get("response_factor", defaults_politeness.response_factor)
+            ),
+            max_delay=float(values.get("max_delay", defaults_politeness.max_delay)),
+        ),
         limits=Limits(
-            max_pages=values.get("max_pages"),
-            max_time=values.get("max_time"),
+            max_pages=_optional(int, values.get("max_pages")),
+            max_time=_optional(float, values.get("max_time")),
             max_body=int(values["max_body"]),
+            max_redirects=int(values.get("max_redirects", defaults_limits.max_redirects)),
+            max_links=int(values.get("max_links", defaults_limits.max_links)),
             memory_queue=int(values["memory_queue"]),
             expected_urls=int(values["expected_urls"]),
         ),
         timeouts=Timeouts(connect=float(values["connect_timeout"]), total=float(values["timeout"])),
-        retry=retry,
+        retry=RetryPolicy(
+            base=float(values["retry_base"]),
+            cap=float(values["retry_cap"]),
+            attempts=int(values["retry_attempts"]),
+        ),
         url_rules=rules,
         concurrency=int(values["concurrency"]),
         user_agent=values.get("user_agent") or default_user_agent(values.get("contact")),
-        resolve=parse_resolve(list(resolve)),
+        resolve=parse_resolve(list(_strings(resolve))),
         fresh=bool(values.get("fresh")),
         honour_nofollow=not values.get("ignore_nofollow"),
+        rng_seed=_optional(int, values.get("seed")),
     )
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    """A repeatable option's values; a config file may give one string or a list."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(item) for item in value)
+
+
+def _optional(kind: Callable[[Any], T], value: Any) -> T | None:
+    """``kind(value)``, or None when the option was not given."""
+    return None if value is None else kind(value)
 
 
 def print_summary(summary: Summary, as_json: bool) -> None:
@@ -176,7 +211,7 @@ def cli() -> None:
 def crawl(ctx: click.Context, /, seeds: tuple[str, ...], **params: Any) -> None:
     """Crawl from SEEDS (run it again to resume; --fresh to start over)."""
     values = _merged(ctx, params)
-    seeds = seeds or tuple(values.get("seeds") or ())
+    seeds = seeds or _strings(values.get("seeds"))
     if not seeds:
         raise UsageError("give at least one seed URL")
     summary = crawl_and_report(build_config(seeds, values), values)

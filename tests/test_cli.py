@@ -1,0 +1,334 @@
+"""The ``trawl`` command line: exit codes, one-line errors, config files, status, export.
+
+Usage errors run in-process through :func:`trawl.cli.main` (fast, same code path as the
+console script); crawls run ``python -m trawl`` as a subprocess against a generated site
+on loopback, so the process boundary (exit codes, stdout, stderr, locks) is real.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trawl.cli import main
+from trawl.exporter import COLUMNS
+from trawl.testsite import Site, SiteServer, generate_site
+
+# Fast settings for tests, given through a config file (which also covers the keys that
+# have no command-line option, such as response_factor).
+FAST = {"delay": 0, "response_factor": 0.5, "retry_base": 0.05, "retry_cap": 1}
+SUMMARY_KEYS = {
+    "state", "discovered", "fetched", "queued", "status", "robots_blocked", "off_scope",
+    "excluded", "invalid", "invalid_by_reason", "duplicates", "redirects", "redirect_limit",
+    "retries", "failed", "errors_by_class", "requests", "elapsed", "extra",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished ``trawl`` process."""
+
+    code: int
+    out: str
+    err: str
+
+
+def make_site(port: int) -> Site:
+    """A small generated site: quick to crawl completely."""
+    return generate_site(port, hosts=4, pages_per_host=30)
+
+
+def trawl(*args: str, timeout: float = 30) -> Run:
+    """Run ``python -m trawl ARGS`` to its end."""
+    done = subprocess.run(
+        [sys.executable, "-m", "trawl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def trawl_inline(capsys: pytest.CaptureFixture[str], *args: str) -> Run:
+    """Run the CLI in this process (for invocations that fail before crawling)."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    captured = capsys.readouterr()
+    code = exited.value.code
+    return Run(code if isinstance(code, int) else 1, captured.out, captured.err)
+
+
+def assert_one_error_line(run: Run, code: int = 2) -> str:
+    """The run failed with ``code`` and exactly one ``trawl: error:`` line; return it."""
+    assert run.code == code, run
+    lines = run.err.splitlines()
+    assert len(lines) == 1, run.err
+    assert lines[0].startswith("trawl: error:"), lines[0]
+    assert "Traceback" not in run.err
+    return lines[0]
+
+
+def write_config(path: Path, settings: dict[str, float]) -> Path:
+    """Write ``settings`` as a TOML config file."""
+    path.write_text("".join(f"{key} = {value}\n" for key, value in settings.items()))
+    return path
+
+
+def crawl_args(server: SiteServer, data_dir: Path, *extra: str, **settings: float) -> list[str]:
+    """``crawl`` arguments for the site: the fast test config with ``settings`` on top."""
+    config = write_config(data_dir.with_name(f"{data_dir.name}.toml"), FAST | settings)
+    return [
+        "crawl", *server.site.seeds, *server.resolve_args(), "--data-dir", str(data_dir),
+        "--config", str(config), "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def page_gets(server: SiteServer) -> int:
+    """Page requests the server has answered (robots.txt aside)."""
+    return sum(1 for r in server.requests if r.path != "/robots.txt")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SiteServer]:
+    with SiteServer(make_site) as s:
+        yield s
+
+
+@dataclass(frozen=True)
+class Crawled:
+    """A finished crawl of the module's site and its ``--json`` summary."""
+
+    data_dir: Path
+    summary: dict[str, object]
+
+
+@pytest.fixture(scope="module")
+def crawled(server: SiteServer, tmp_path_factory: pytest.TempPathFactory) -> Crawled:
+    data_dir = tmp_path_factory.mktemp("crawled")
+    run = trawl(*crawl_args(server, data_dir, "--json"))
+    assert run.code == 0, run.err
+    return Crawled(data_dir, json.loads(run.out))
+
+
+# -- usage errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["notaurl"], id="not-a-url"),
+        pytest.param(["ftp://x"], id="ftp"),
+        pytest.param(["http://"], id="no-host"),
+        pytest.param([], id="no-seed"),
+        pytest.param(["http://x.test/", "--per-host", "0"], id="per-host-0"),
+        pytest.param(["http://x.test/", "--scope", "nope"], id="bad-scope"),
+        pytest.param(["http://x.test/", "--include", "("], id="bad-regex"),
+        pytest.param(["http://x.test/", "--max-pages", "0"], id="max-pages-0"),
+        pytest.param(["http://x.test/", "--concurrency", "many"], id="not-an-int"),
+        pytest.param(["http://x.test/", "--retry-base", "0"], id="retry-base-0"),
+        pytest.param(["http://x.test/", "--resolve", "nohost"], id="bad-resolve"),
+        pytest.param(["http://x.test/", "--no-such-option"], id="unknown-option"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str]
+) -> None:
+    run = trawl_inline(capsys, "crawl", *args, "--data-dir", str(tmp_path), "--no-progress")
+    assert_one_error_line(run)
+    assert run.out == ""
+
+
+def test_unknown_subcommand_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert_one_error_line(trawl_inline(capsys, "crawlz"))
+
+
+def test_console_script_reports_bad_seed_in_one_line(tmp_path: Path) -> None:
+    run = trawl("crawl", "notaurl", "--data-dir", str(tmp_path))
+    line = assert_one_error_line(run)
+    assert "notaurl" in line
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(None, "cannot read config file", id="missing"),
+        pytest.param("delay = [\n", "not valid TOML", id="invalid-toml"),
+        pytest.param("dealy = 1\n", "unknown key 'dealy'", id="unknown-key"),
+        pytest.param('delay = "slow"\n', "bad configuration value", id="wrong-type"),
+        pytest.param("per_host = 0\n", "--per-host must be at least 1", id="bad-value"),
+        pytest.param('scope = "nope"\n', "bad configuration value", id="bad-scope"),
+    ],
+)
+def test_bad_config_file_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str | None, message: str
+) -> None:
+    config = tmp_path / "trawl.toml"
+    if text is not None:
+        config.write_text(text)
+    run = trawl_inline(
+        capsys, "crawl", "http://x.test/", "--config", str(config),
+        "--data-dir", str(tmp_path / "data"), "--no-progress",
+    )  # fmt: skip
+    assert message in assert_one_error_line(run)
+
+
+# -- crawls ------------------------------------------------------------------------------
+
+
+def test_json_summary_has_the_documented_keys(server: SiteServer, crawled: Crawled) -> None:
+    summary = crawled.summary
+    assert set(summary) == SUMMARY_KEYS
+    assert summary["state"] == "done"
+    assert summary["discovered"] == len(server.site.ground_truth)
+    assert summary["queued"] == 0
+    assert summary["robots_blocked"] == len(server.site.robots_blocked)
+
+
+def test_status_matches_the_crawl_summary(crawled: Crawled) -> None:
+    run = trawl("status", "--data-dir", str(crawled.data_dir), "--json")
+    assert run.code == 0, run.err
+    status = json.loads(run.out)
+    assert status["state"] == "stored"
+    for key in SUMMARY_KEYS - {"state", "elapsed"}:
+        assert status[key] == crawled.summary[key], key
+
+    text = trawl("status", "--data-dir", str(crawled.data_dir))
+    assert text.code == 0, text.err
+    rows = dict(line.split("  ", 1) for line in text.out.splitlines())
+    figures = {name.strip(): value.strip() for name, value in rows.items()}
+    assert figures["unique URLs discovered"] == str(crawled.summary["discovered"])
+    assert figures["fetched"].startswith(f"{crawled.summary['fetched']} ")
+    assert figures["requests sent"] == str(crawled.summary["requests"])
+    assert figures["robots-blocked"] == str(crawled.summary["robots_blocked"])
+
+
+def test_status_without_a_crawl_is_a_clear_error(tmp_path: Path) -> None:
+    run = trawl("status", "--data-dir", str(tmp_path / "nothing"))
+    line = assert_one_error_line(run, code=1)
+    assert "no crawl found" in line
+    assert not (tmp_path / "nothing").exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_export_writes_one_row_per_stored_url(
+    server: SiteServer, crawled: Crawled, tmp_path: Path, fmt: str
+) -> None:
+    out = tmp_path / f"urls.{fmt}"
+    run = trawl("export", "--data-dir", str(crawled.data_dir), "--format", fmt, "-o", str(out))
+    assert run.code == 0, run.err
+    text = out.read_text(encoding="utf-8")
+    if fmt == "csv":
+        reader = csv.DictReader(io.StringIO(text))
+        assert tuple(reader.fieldnames or ()) == COLUMNS
+        rows = [dict(row) for row in reader]
+    else:
+        rows = [json.loads(line) for line in text.splitlines()]
+        assert all(tuple(row) == COLUMNS for row in rows)
+    urls = [row["url"] for row in rows]
+    assert len(urls) == len(set(urls)) == crawled.summary["discovered"]
+    assert set(urls) == server.site.ground_truth
+    by_url = {row["url"]: row for row in rows}
+    for url in server.site.robots_blocked:
+        assert str(by_url[url]["error"]).startswith("robots")
+        assert by_url[url]["status"] in ("", None)
+    for url in server.site.expected_fetches:
+        assert by_url[url]["fetched_at"]
+        assert str(by_url[url]["status"]).isdigit()
+
+    stdout = trawl("export", "--data-dir", str(crawled.data_dir), "--format", fmt)
+    assert stdout.code == 0
+    assert stdout.out == text
+
+
+def test_max_pages_budget_is_honoured(tmp_path: Path) -> None:
+    with SiteServer(make_site) as server:
+        run = trawl(*crawl_args(server, tmp_path, "--max-pages", "7", "--json"))
+        assert run.code == 0, run.err
+        summary = json.loads(run.out)
+        assert summary["state"] == "page budget reached"
+        assert summary["fetched"] <= 7
+        assert page_gets(server) <= 7
+
+
+def test_config_file_keys_take_effect(tmp_path: Path) -> None:
+    with SiteServer(make_site) as server:
+        run = trawl(*crawl_args(server, tmp_path / "data", "--json", max_pages=4, delay=0.3))
+        assert run.code == 0, run.err
+        summary = json.loads(run.out)
+        assert summary["state"] == "page budget reached"
+        assert summary["fetched"] <= 4
+        assert page_gets(server) <= 4
+        host = server.site.hosts[0]
+        gaps = server.gaps(host)
+        assert gaps
+        assert min(gaps) >= 0.3 - 0.02
+
+
+def test_command_line_wins_over_config_file(tmp_path: Path) -> None:
+    with SiteServer(make_site) as server:
+        run = trawl(
+            *crawl_args(server, tmp_path / "data", "--max-pages", "3", "--json", max_pages=1)
+        )
+        assert run.code == 0, run.err
+        assert json.loads(run.out)["fetched"] == 3
+
+
+def test_rerun_resumes_and_fresh_starts_over(tmp_path: Path) -> None:
+    with SiteServer(make_site) as server:
+        first = trawl(*crawl_args(server, tmp_path, "--json"))
+        assert first.code == 0, first.err
+        expected = len(server.site.expected_fetches)
+        assert json.loads(first.out)["fetched"] >= expected - 10
+        gets = page_gets(server)
+
+        again = trawl(*crawl_args(server, tmp_path, "--json"))
+        assert again.code == 0, again.err
+        assert json.loads(again.out)["state"] == "done"
+        assert page_gets(server) == gets
+
+        fresh = trawl(*crawl_args(server, tmp_path, "--fresh", "--json"))
+        assert fresh.code == 0, fresh.err
+        summary = json.loads(fresh.out)
+        assert summary["discovered"] == len(server.site.ground_truth)
+        assert summary["fetched"] == json.loads(first.out)["fetched"]
+        assert page_gets(server) >= gets + len(server.site.expected_fetches)
+
+
+def test_second_crawl_is_refused_and_status_works_while_crawling(tmp_path: Path) -> None:
+    with SiteServer(make_site) as server:
+        args = crawl_args(server, tmp_path, "--json", delay=0.3)
+        slow = subprocess.Popen(
+            [sys.executable, "-m", "trawl", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while page_gets(server) < 3:
+                assert slow.poll() is None, slow.communicate()
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+
+            second = trawl(*crawl_args(server, tmp_path))
+            assert "already crawling" in assert_one_error_line(second)
+
+            status = trawl("status", "--data-dir", str(tmp_path), "--json")
+            assert status.code == 0, status.err
+            figures = json.loads(status.out)
+            assert figures["discovered"] >= 1
+            assert 1 <= figures["requests"] <= page_gets(server)
+            assert slow.poll() is None
+        finally:
+            slow.kill()
+            slow.communicate(timeout=10)

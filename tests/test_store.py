@@ -1,0 +1,307 @@
+"""The store contract: what every engine behind ``trawl.store.base.Store`` must do.
+
+Each test takes ``open_store``, parametrised by engine name, so a new engine joins by
+adding one entry to :data:`ENGINES`. Failures are provoked for real (a NOT NULL column
+given no value), never by mocking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from trawl.errors import StoreError
+from trawl.store.base import (
+    CommitBatch,
+    ExportRow,
+    HostUpdate,
+    NewURL,
+    Outcome,
+    RobotsRecord,
+    State,
+    Store,
+)
+from trawl.store.schema import SCHEMA_VERSION
+from trawl.store.sqlite import SQLiteStore
+from trawl.urls import url_hash
+
+
+class Engine(Store, contextlib.AbstractAsyncContextManager[Any]):
+    """A store engine as the tests use it: the protocol plus ``async with``."""
+
+
+ENGINES: dict[str, Callable[[Path], Engine]] = {
+    "sqlite": lambda path: cast(Engine, SQLiteStore(path)),
+}
+
+OpenStore = Callable[[], contextlib.AbstractAsyncContextManager[Engine]]
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
+    """Opens (and on exit closes) the engine's store over one data dir; call it again to reopen."""
+    make = ENGINES[request.param]
+
+    @contextlib.asynccontextmanager
+    async def opened() -> AsyncIterator[Engine]:
+        async with make(tmp_path) as store:
+            yield store
+
+    return opened
+
+
+@pytest.fixture
+async def store(open_store: OpenStore) -> AsyncIterator[Engine]:
+    async with open_store() as opened:
+        yield opened
+
+
+def url(host: str, n: int, depth: int = 0) -> NewURL:
+    """A discovered URL, identified by its hash as the engine does."""
+    text = f"http://{host}/{n}"
+    return NewURL(id=url_hash(text), url=text, host=host, depth=depth)
+
+
+async def insert(store: Store, *urls: NewURL) -> int:
+    """Commit ``urls`` as one batch; return how many were new."""
+    return (await store.commit(CommitBatch(new_urls=list(urls)))).inserted
+
+
+async def rows(store: Store) -> dict[str, ExportRow]:
+    return {row.url: row async for row in store.export()}
+
+
+async def queued(store: Store) -> dict[str, int]:
+    return {h.name: h.queued for h in await store.hosts_with_work(100)}
+
+
+async def test_insert_if_absent_keeps_one_row_and_an_exact_count(store: Engine) -> None:
+    first = url("a.test", 1)
+    result = await store.commit(CommitBatch(new_urls=[first, url("a.test", 2), first]))
+    assert result.inserted == 2
+    assert await insert(store, first, url("b.test", 1)) == 1
+    assert await insert(store, first) == 0
+
+    counters = await store.counters()
+    assert counters["discovered"] == 3
+    assert counters["duplicates"] == 3
+    assert counters["queued"] == 3
+    assert sorted(await rows(store)) == ["http://a.test/1", "http://a.test/2", "http://b.test/1"]
+    assert await store.existing([first.id, 12345]) == {first.id: first.url}
+
+
+async def test_commit_reports_hosts_that_got_new_work(store: Engine) -> None:
+    await insert(store, url("a.test", 1))
+    result = await store.commit(CommitBatch(new_urls=[url("a.test", 1), url("b.test", 1)]))
+    ids = await store.host_ids(["a.test", "b.test"])
+    assert result.hosts_with_new_work == frozenset({ids["b.test"]})
+
+
+async def test_host_ids_are_stable_and_created_on_demand(store: Engine) -> None:
+    first = await store.host_ids(["a.test", "b.test"])
+    again = await store.host_ids(["b.test", "c.test", "a.test"])
+    assert again["a.test"] == first["a.test"]
+    assert again["b.test"] == first["b.test"]
+    assert len(set(again.values())) == 3
+
+
+async def test_claim_takes_the_shallowest_due_urls_per_host(store: Engine) -> None:
+    a = [url("a.test", n, depth) for n, depth in enumerate([2, 0, 1, 0, 3])]
+    b = [url("b.test", n, 1) for n in range(3)]
+    await insert(store, *a, *b)
+    ids = await store.host_ids(["a.test", "b.test"])
+
+    claimed = await store.claim({ids["a.test"]: 3}, now=1000.0)
+    assert [c.depth for c in claimed] == [0, 0, 1]
+    assert {c.host_id for c in claimed} == {ids["a.test"]}
+    assert {c.url for c in claimed} == {a[1].url, a[3].url, a[2].url}
+    states = await rows(store)
+    assert {u for u, r in states.items() if r.state == State.CLAIMED} == {c.url for c in claimed}
+    assert await queued(store) == {"a.test": 2, "b.test": 3}
+
+    again = await store.claim({ids["a.test"]: 10, ids["b.test"]: 1}, now=1000.0)
+    assert sorted(c.depth for c in again if c.host_id == ids["a.test"]) == [2, 3]
+    assert len([c for c in again if c.host_id == ids["b.test"]]) == 1
+    assert await queued(store) == {"b.test": 2}
+    assert await store.claim({ids["a.test"]: 5}, now=1000.0) == []
+
+
+async def test_claim_respects_next_fetch_at(store: Engine) -> None:
+    await insert(store, url("a.test", 1), url("a.test", 2, depth=1))
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    first, second = await store.claim({host: 2}, now=1000.0)
+    retry = Outcome(first.id, host, State.QUEUED, attempts=1, status=503, next_fetch_at=1100.0)
+    done = Outcome(second.id, host, State.DONE, attempts=1, status=200, fetched_at=1000.0)
+    await store.commit(CommitBatch(outcomes=[retry, done]))
+    assert await queued(store) == {"a.test": 1}
+
+    assert await store.claim({host: 5}, now=1099.0) == []
+    later = await store.claim({host: 5}, now=1100.0)
+    assert [c.id for c in later] == [first.id]
+    assert later[0].attempts == 1
+
+
+async def test_recover_returns_claimed_urls_and_fixes_host_counts(store: Engine) -> None:
+    await insert(store, *(url("a.test", n) for n in range(4)), url("b.test", 1))
+    ids = await store.host_ids(["a.test", "b.test"])
+    claimed = await store.claim({ids["a.test"]: 3, ids["b.test"]: 1}, now=1000.0)
+    done = claimed[0]
+    await store.commit(
+        CommitBatch(outcomes=[Outcome(done.id, done.host_id, State.DONE, 1, status=200)])
+    )
+    assert await queued(store) == {"a.test": 1}
+
+    assert await store.recover() == 3
+    states = {r.url: r.state for r in (await rows(store)).values()}
+    assert list(states.values()).count(State.QUEUED) == 4
+    assert states[done.url] == State.DONE
+    assert await queued(store) == {"a.test": 3, "b.test": 1}
+    assert (await store.counters())["queued"] == 4
+    assert await store.recover() == 0
+
+
+async def test_a_failing_batch_leaves_nothing_behind(store: Engine) -> None:
+    await insert(store, url("a.test", 1))
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    (claimed,) = await store.claim({host: 1}, now=1000.0)
+    before_rows = await rows(store)
+    before_counters = await store.counters()
+
+    batch = CommitBatch(
+        outcomes=[Outcome(claimed.id, host, State.DONE, 1, status=200, fetched_at=1000.0)],
+        new_urls=[
+            url("a.test", 2),
+            url("c.test", 1),
+            # The url column is NOT NULL: the database itself refuses this row.
+            NewURL(id=99, url=cast(str, None), host="a.test", depth=1),
+        ],
+        hosts=[HostUpdate(host, next_eligible_at=5000.0, robots=RobotsRecord(200, b"", 1.0))],
+    )
+    batch.count("fetched")
+    with pytest.raises(StoreError):
+        await store.commit(batch)
+
+    assert await rows(store) == before_rows
+    assert await store.counters() == before_counters
+    assert await store.robots(host) is None
+    assert await queued(store) == {}
+    # The store is still usable after the failed transaction.
+    assert await insert(store, url("a.test", 2)) == 1
+
+
+async def test_robots_record_round_trip(store: Engine) -> None:
+    ids = await store.host_ids(["a.test", "b.test", "c.test"])
+    body = b"User-agent: *\nDisallow: /private/\n\x00\xff"
+    records = {
+        "a.test": RobotsRecord(status=200, body=body, fetched_at=1234.5),
+        "b.test": RobotsRecord(status=None, body=b"", fetched_at=99.0),
+    }
+    await store.commit(
+        CommitBatch(hosts=[HostUpdate(ids[name], robots=rec) for name, rec in records.items()])
+    )
+    assert await store.robots(ids["a.test"]) == records["a.test"]
+    assert await store.robots(ids["b.test"]) == records["b.test"]
+    assert await store.robots(ids["c.test"]) is None
+
+
+async def test_meta_get_and_set(store: Engine) -> None:
+    assert await store.get_meta("seeds") is None
+    await store.set_meta("seeds", "http://a.test/")
+    await store.set_meta("seeds", "http://b.test/")
+    assert await store.get_meta("seeds") == "http://b.test/"
+    assert await store.get_meta("schema_version") == str(SCHEMA_VERSION)
+
+
+async def test_counters_add_up_across_commits(store: Engine) -> None:
+    for _ in range(3):
+        batch = CommitBatch()
+        batch.count("fetched", 2)
+        batch.count("status_2xx")
+        await store.commit(batch)
+    counters = await store.counters()
+    assert counters["fetched"] == 6
+    assert counters["status_2xx"] == 3
+    assert counters["discovered"] == 0
+    assert counters["queued"] == 0
+
+
+async def test_export_rows_carry_the_latest_result(store: Engine) -> None:
+    page, moved, blocked = url("a.test", 1), url("a.test", 2, 1), url("a.test", 3, 2)
+    await insert(store, page, moved, blocked)
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    await store.claim({host: 3}, now=1000.0)
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                Outcome(
+                    page.id, host, State.DONE, 1, status=200, content_type="text/html",
+                    length=512, fetched_at=1700000000.0,
+                ),
+                Outcome(
+                    moved.id, host, State.DONE, 1, status=301, fetched_at=1700000001.0,
+                    redirect_to="http://a.test/new",
+                ),
+                Outcome(blocked.id, host, State.BLOCKED, 0, error="robots_unavailable"),
+            ]
+        )
+    )  # fmt: skip
+    exported = await rows(store)
+    assert exported[page.url] == ExportRow(
+        url=page.url, status=200, content_type="text/html", length=512,
+        fetched_at=1700000000.0, depth=0, redirect_to=None, error=None, state=State.DONE,
+    )  # fmt: skip
+    assert exported[moved.url].redirect_to == "http://a.test/new"
+    assert exported[moved.url].depth == 1
+    assert exported[blocked.url].state == State.BLOCKED
+    assert exported[blocked.url].error == "robots_unavailable"
+
+
+async def test_ids_cover_the_whole_64_bit_range(store: Engine) -> None:
+    extremes = [
+        NewURL(id=-(2**63), url="http://a.test/min", host="a.test", depth=0),
+        NewURL(id=2**63 - 1, url="http://a.test/max", host="a.test", depth=0),
+        NewURL(id=0, url="http://a.test/zero", host="a.test", depth=0),
+    ]
+    many = [url("a.test", n) for n in range(250)]
+    await insert(store, *extremes, *many)
+    seen = [i async for ids in store.iter_ids(batch=100) for i in ids]
+    assert sorted(seen) == sorted(u.id for u in [*extremes, *many])
+    assert len(await rows(store)) == 253
+
+
+async def test_reopening_keeps_data_and_migrates_idempotently(open_store: OpenStore) -> None:
+    async with open_store() as store:
+        await insert(store, url("a.test", 1))
+        await store.set_meta("seeds", "http://a.test/")
+    for _ in range(2):
+        async with open_store() as store:
+            assert await store.get_meta("schema_version") == str(SCHEMA_VERSION)
+            assert await store.get_meta("seeds") == "http://a.test/"
+            assert (await store.counters())["discovered"] == 1
+            assert list(await rows(store)) == ["http://a.test/1"]
+
+
+async def test_a_store_from_a_newer_trawl_is_refused(open_store: OpenStore) -> None:
+    async with open_store() as store:
+        await store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+    with pytest.raises(StoreError, match="newer"):
+        async with open_store():
+            pass
+
+
+async def test_close_is_idempotent(open_store: OpenStore) -> None:
+    async with open_store() as store:
+        await insert(store, url("a.test", 1))
+    await store.__aexit__(None, None, None)
+
+
+async def test_readonly_sqlite_store_needs_an_existing_crawl(tmp_path: Path) -> None:
+    missing = tmp_path / "none"
+    with pytest.raises(StoreError, match="no crawl found"):
+        async with SQLiteStore(missing, readonly=True):
+            pass
+    assert not missing.exists()
