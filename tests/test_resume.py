@@ -133,6 +133,11 @@ def test_kill_9_then_resume_reaches_the_same_crawl(
     proc.kill()
     proc.communicate(timeout=10)
     assert proc.returncode == -signal.SIGKILL
+    status = subprocess.run(
+        [sys.executable, "-m", "trawl", "status", "--json", "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert json.loads(status.stdout)["state"] == "stopped (resumable)"
     interrupted = page_gets(server)
     assert sum(interrupted.values()) < len(server.site.expected_fetches)
 

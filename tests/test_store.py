@@ -179,7 +179,7 @@ async def test_a_failing_batch_leaves_nothing_behind(store: Engine) -> None:
             # The url column is NOT NULL: the database itself refuses this row.
             NewURL(id=99, url=cast(str, None), host="a.test", depth=1),
         ],
-        hosts=[HostUpdate(host, next_eligible_at=5000.0, robots=RobotsRecord(200, b"", 1.0))],
+        hosts=[HostUpdate(host, robots=RobotsRecord(200, b"", 1.0))],
     )
     batch.count("fetched")
     with pytest.raises(StoreError):

@@ -6,8 +6,9 @@ the links through the seen-set, and commits. A page's outcome and its links are 
 the same transaction (the outbox rule), so a kill -9 at any moment either keeps both or
 neither; in the second case the page is still CLAIMED and is fetched again on resume.
 
-Batching many pages per transaction is what keeps the store cheap: one commit per
-``max_batch`` pages or per ``linger`` seconds, whichever comes first.
+Batching many pages per transaction is what keeps the store cheap. By default batches
+form on their own (group commit): whatever arrived while the previous transaction ran
+goes into the next one, up to ``max_batch`` pages; ``linger`` can add a wait.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from trawl.seen import SeenSet
 from trawl.store.base import CommitBatch, CommitResult, Store
 
-OnCommit = Callable[[CommitBatch, CommitResult], None]
+OnCommit = Callable[[CommitResult], None]
 
 
 def merge(into: CommitBatch, part: CommitBatch) -> None:
@@ -40,7 +41,7 @@ class Committer:
         on_commit: OnCommit,
         *,
         max_batch: int = 256,
-        linger: float = 0.05,
+        linger: float = 0.0,
     ) -> None:
         self._store = store
         self._seen = seen
@@ -106,5 +107,4 @@ class Committer:
             batch.new_urls = verdict.new
             batch.count("duplicates", verdict.duplicates)
             batch.count("hash_collisions", verdict.collisions)
-        result = await self._store.commit(batch)
-        self._on_commit(batch, result)
+        self._on_commit(await self._store.commit(batch))

@@ -152,6 +152,7 @@ class Crawler:
         self._counts = dict(await self._store.counters())
         self._fetched_at_start = self._counts.get("fetched", 0)
         self._started = self._clock()
+        await self._store.set_meta("state", "running")
         async with asyncio.TaskGroup() as group:
             committer = group.create_task(self._committer.run())
             refill = group.create_task(self._refill_loop())
@@ -162,10 +163,12 @@ class Crawler:
             await self._committer.close()
             await committer
         await self._store.recover()
+        elapsed = self._clock() - self._started
+        await self._store.set_meta("state", self._state)
+        total = float(await self._store.get_meta("elapsed") or 0.0) + elapsed
+        await self._store.set_meta("elapsed", f"{total:.3f}")
         counters = await self._store.counters()
-        return Summary.from_counters(
-            counters, state=self._state, elapsed=self._clock() - self._started
-        )
+        return Summary.from_counters(counters, state=self._state, elapsed=elapsed)
 
     # -- dispatching ---------------------------------------------------------------------
 
@@ -191,8 +194,9 @@ class Crawler:
         return True
 
     async def finished(self) -> bool:
-        """Nothing buffered, in flight, waiting to commit, or queued in the store."""
-        if self._scheduler.inflight or self._scheduler.buffered or self._committer.pending:
+        """Nothing buffered, in flight, waiting to commit, being claimed, or queued in the store."""
+        busy = self._scheduler.inflight or self._scheduler.buffered or self._committer.pending
+        if busy or self._frontier.refilling:
             return False
         return (await self._store.counters()).get("queued", 0) == 0
 
@@ -207,7 +211,9 @@ class Crawler:
             if self._scheduler.buffered * 2 < self._config.limits.memory_queue:
                 self._refill_wanted.set()
             wait = REFILL_PERIOD
-            if self._scheduler.inflight < concurrency:
+            # A fetch holds its slot until its result is committed, so a kill -9 can
+            # lose (and a resume refetch) at most ``concurrency`` pages.
+            if self._scheduler.inflight + self._committer.pending < concurrency:
                 turn = self._scheduler.pop_ready()
                 if isinstance(turn, HostSlot):
                     self._dispatch(turn, group)
@@ -247,8 +253,8 @@ class Crawler:
             if await self._frontier.refill():
                 self._wake.set()
 
-    def _on_commit(self, batch: CommitBatch, result: CommitResult) -> None:
-        for name, value in batch.counters.items():
+    def _on_commit(self, result: CommitResult) -> None:
+        for name, value in result.counters.items():
             self._counts[name] = self._counts.get(name, 0) + value
         if result.hosts_with_new_work:
             self._refill_wanted.set()
@@ -376,10 +382,11 @@ class Crawler:
         batch.count("fetched")
         batch.count(f"status_{status // 100}xx")
         redirect_to: str | None = None
+        canonical: str | None = None
         if 300 <= status < 400 and result.location:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and result.body:
-            self._discover(url, result, batch)
+            canonical = self._discover(url, result, batch)
         elif status == 200:
             batch.count("not_parsed")
         if result.truncated:
@@ -387,7 +394,7 @@ class Crawler:
         return Outcome(
             url.id, url.host_id, State.DONE, attempts, status=status,
             content_type=result.content_type, length=result.length, fetched_at=wall,
-            redirect_to=redirect_to, truncated=result.truncated,
+            redirect_to=redirect_to, truncated=result.truncated, canonical=canonical,
         )  # fmt: skip
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:
@@ -406,12 +413,9 @@ class Crawler:
             batch.new_urls.append(candidate)
         return target
 
-    def _discover(self, url: QueuedURL, result: FetchResult, batch: CommitBatch) -> None:
-        _, nofollow_header = robots_header(result.robots_tags, self._agent)
+    def _discover(self, url: QueuedURL, result: FetchResult, batch: CommitBatch) -> str | None:
+        """Queue the page's links; return its normalised ``<link rel=canonical>``, if any."""
         honour = self._config.honour_nofollow
-        if honour and nofollow_header:
-            batch.count("nofollow_pages")
-            return
         page = parse_html(
             result.body,
             agent_token=self._agent,
@@ -419,10 +423,17 @@ class Crawler:
             max_links=self._config.limits.max_links,
             charset=content_charset(result.content_type),
         )
-        batch.count("nofollow_links", page.nofollow_links)
-        if page.nofollow and honour:
-            batch.count("nofollow_pages")
         base = url.url
         if page.base_href:
             base = resolve(page.base_href, url.url) or url.url
+        canonical = None
+        if page.canonical:
+            found = normalize(page.canonical, base, self._config.url_rules)
+            canonical = found if isinstance(found, str) else None
+        _, nofollow_header = robots_header(result.robots_tags, self._agent)
+        if honour and (page.nofollow or nofollow_header):
+            batch.count("nofollow_pages")
+            return canonical
+        batch.count("nofollow_links", page.nofollow_links)
         batch.new_urls.extend(self._links.page_links(page.links, base, url.depth + 1, batch))
+        return canonical

@@ -25,9 +25,21 @@ class Frontier:
         self._scheduler = scheduler
         self._capacity = capacity
         self.store_queued = 0
+        self.refilling = False
 
     async def refill(self) -> int:
-        """Claim due URLs for hosts whose buffer runs low; return how many were claimed."""
+        """Claim due URLs for hosts whose buffer runs low; return how many were claimed.
+
+        While this runs, claimed URLs are neither queued in the store nor buffered yet:
+        ``refilling`` says so, and the engine does not call the crawl finished meanwhile.
+        """
+        self.refilling = True
+        try:
+            return await self._refill()
+        finally:
+            self.refilling = False
+
+    async def _refill(self) -> int:
         room = self._capacity - self._scheduler.buffered
         if room <= 0:
             return 0

@@ -107,8 +107,30 @@ def run_crawl(config: CrawlConfig, console: Console | None = None) -> Summary:
         return asyncio.run(_run(config, console))
 
 
+def crawl_running(data_dir: Path) -> bool:
+    """True while a trawl process holds the data dir's lock."""
+    try:
+        handle = (data_dir / LOCK_NAME).open("r")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+
+
 async def read_summary(data_dir: Path) -> Summary:
-    """The summary of the crawl in ``data_dir`` (works while another process crawls)."""
+    """The summary of the crawl in ``data_dir`` (works while another process crawls).
+
+    ``elapsed`` is the crawl time summed over all runs; a crawl whose last run died
+    without recording its end (kill -9, power loss) shows as stopped and resumable.
+    """
     async with SQLiteStore(data_dir, readonly=True) as store:
         counters = await store.counters()
-    return Summary.from_counters(counters, state="stored", elapsed=0.0)
+        state = await store.get_meta("state") or "new"
+        elapsed = float(await store.get_meta("elapsed") or 0.0)
+    if state == "running" and not crawl_running(data_dir):
+        state = "stopped (resumable)"
+    return Summary.from_counters(counters, state=state, elapsed=elapsed)

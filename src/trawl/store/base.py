@@ -68,6 +68,7 @@ class Outcome:
     error: str | None = None
     truncated: bool = False
     next_fetch_at: float = 0.0
+    canonical: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +82,10 @@ class RobotsRecord:
 
 @dataclass(frozen=True, slots=True)
 class HostUpdate:
-    """Host state written with a commit (politeness and robots cache)."""
+    """Host state written with a commit: the robots.txt cache."""
 
     host_id: int
-    next_eligible_at: float | None = None
-    robots: RobotsRecord | None = None
-    errors: int = 0
+    robots: RobotsRecord
 
 
 @dataclass(slots=True)
@@ -112,10 +111,15 @@ class CommitBatch:
 
 @dataclass(frozen=True, slots=True)
 class CommitResult:
-    """What a commit changed: how many new URLs each host received."""
+    """What a commit changed: new URLs, hosts that got work, and every counter written.
+
+    ``counters`` is the batch's counters plus ``discovered`` (rows really inserted) and
+    ``duplicates`` (candidates the store already had), exactly as stored.
+    """
 
     inserted: int
     hosts_with_new_work: frozenset[int]
+    counters: Mapping[str, int]
 
 
 @dataclass(frozen=True, slots=True)

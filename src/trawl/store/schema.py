@@ -45,7 +45,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             fetched_at DOUBLE PRECISION,
             redirect_to TEXT,
             error TEXT,
-            truncated SMALLINT NOT NULL DEFAULT 0
+            truncated SMALLINT NOT NULL DEFAULT 0,
+            canonical TEXT
         )""",
         """CREATE INDEX IF NOT EXISTS urls_queue
             ON urls (host_id, depth, id) WHERE state = 0""",

@@ -71,7 +71,7 @@ class SQLiteStore:
         def guarded() -> T:
             try:
                 return func()
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OverflowError) as exc:
                 raise StoreError(f"store {self.path}: {exc}") from exc
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, guarded)
@@ -322,11 +322,12 @@ def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
         db.executemany(
             "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
             "length = ?, fetched_at = ?, redirect_to = ?, error = ?, truncated = ?, "
-            "next_fetch_at = ? WHERE id = ?",
+            "next_fetch_at = ?, canonical = ? WHERE id = ?",
             [
                 (
                     o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
-                    o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.url_id,
+                    o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
+                    o.url_id,
                 )
                 for o in batch.outcomes
             ],
@@ -363,31 +364,26 @@ def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
                 inserted += added
                 hosts_with_new_work.add(hid)
                 db.execute("UPDATE hosts SET queued = queued + ? WHERE id = ?", (added, hid))
-        batch.count("discovered", inserted)
-        batch.count("duplicates", len(batch.new_urls) - inserted)
-    for update in batch.hosts:
-        if update.next_eligible_at is not None:
-            db.execute(
-                "UPDATE hosts SET next_eligible_at = ? WHERE id = ?",
-                (update.next_eligible_at, update.host_id),
-            )
-        if update.robots is not None:
-            db.execute(
-                "UPDATE hosts SET robots_status = ?, robots_body = ?, robots_fetched_at = ? "
-                "WHERE id = ?",
-                (update.robots.status, update.robots.body, update.robots.fetched_at,
-                 update.host_id),
-            )  # fmt: skip
-        if update.errors:
-            db.execute(
-                "UPDATE hosts SET error_count = error_count + ? WHERE id = ?",
-                (update.errors, update.host_id),
-            )
-    counters = [(name, value) for name, value in batch.counters.items() if value]
-    if counters:
+    counters = dict(batch.counters)
+    if batch.new_urls:
+        counters["discovered"] = counters.get("discovered", 0) + inserted
+        duplicates = len(batch.new_urls) - inserted
+        counters["duplicates"] = counters.get("duplicates", 0) + duplicates
+    if batch.hosts:
+        db.executemany(
+            "UPDATE hosts SET robots_status = ?, robots_body = ?, robots_fetched_at = ? "
+            "WHERE id = ?",
+            [(u.robots.status, u.robots.body, u.robots.fetched_at, u.host_id) for u in batch.hosts],
+        )
+    changed = [(name, value) for name, value in counters.items() if value]
+    if changed:
         db.executemany(
             "INSERT INTO counters (name, value) VALUES (?, ?) "
             "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
-            counters,
+            changed,
         )
-    return CommitResult(inserted=inserted, hosts_with_new_work=frozenset(hosts_with_new_work))
+    return CommitResult(
+        inserted=inserted,
+        hosts_with_new_work=frozenset(hosts_with_new_work),
+        counters=counters,
+    )
