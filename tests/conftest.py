@@ -13,16 +13,17 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from trawl.config import CrawlConfig, Limits, Politeness, Timeouts
+from trawl.config import CrawlConfig, Limits, Politeness, ScopeConfig, Timeouts
 from trawl.retry import RetryPolicy
 from trawl.runner import build_engine
 from trawl.store.base import State
 from trawl.store.sqlite import DB_NAME
 from trawl.summary import Summary
-from trawl.testsite import SiteServer, canonical_url
+from trawl.testsite import Site, SiteServer, canonical_url, route_key
 
 FAST = Politeness(delay=0.0, response_factor=0.0)
 """No politeness delay at all: tests that measure delays ask for them explicitly."""
@@ -54,6 +55,7 @@ class CrawlOutcome:
 
     summary: Summary
     rows: Mapping[str, UrlRow]
+    data_dir: Path
 
     def in_state(self, state: State) -> set[str]:
         """The stored URLs in ``state``."""
@@ -101,10 +103,18 @@ class CrawlRunner:
         retry: RetryPolicy = FAST_RETRY,
         timeouts: Timeouts | None = None,
         concurrency: int = 64,
+        scope: ScopeConfig | None = None,
+        honour_nofollow: bool = True,
+        data_dir: Path | None = None,
+        expect_state: str = "done",
     ) -> CrawlOutcome:
-        """Crawl ``server.site`` from its seeds until done; every host maps to loopback."""
+        """Crawl ``server.site`` from its seeds; every host maps to loopback.
+
+        A given ``data_dir`` resumes the crawl stored there; the run must end in
+        ``expect_state``.
+        """
         self._runs += 1
-        data_dir = self._base_dir / f"crawl-{self._runs}"
+        data_dir = data_dir or self._base_dir / f"crawl-{self._runs}"
         config = CrawlConfig(
             seeds=server.site.seeds,
             data_dir=data_dir,
@@ -114,12 +124,14 @@ class CrawlRunner:
             retry=retry,
             timeouts=timeouts or Timeouts(connect=2.0, total=10.0),
             concurrency=concurrency,
+            scope=scope or ScopeConfig(),
+            honour_nofollow=honour_nofollow,
             rng_seed=1,
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()
-        assert summary.state == "done"
-        return CrawlOutcome(summary=summary, rows=read_rows(data_dir))
+        assert summary.state == expect_state
+        return CrawlOutcome(summary=summary, rows=read_rows(data_dir), data_dir=data_dir)
 
 
 @pytest.fixture
@@ -141,3 +153,13 @@ def page_requests(server: SiteServer) -> Counter[str]:
 def robots_requests(server: SiteServer) -> Counter[str]:
     """How often each host's robots.txt was requested."""
     return Counter(record.host for record in server.requests if record.path == "/robots.txt")
+
+
+def expected_hits(site: Site, url: str) -> int:
+    """How many GETs a correct crawl sends for ``url``: one per scripted answer (a 503
+    answered before the page makes two), one for a URL the site does not know."""
+    parts = urlsplit(url)
+    route = site.routes.get(
+        route_key(parts.netloc, parts.path + (f"?{parts.query}" * bool(parts.query)))
+    )
+    return len(route.responses) if route else 1

@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import FAST_RETRY, CrawlRunner, page_requests, robots_requests
+from conftest import FAST_RETRY, CrawlRunner, expected_hits, page_requests, robots_requests
 from trawl.config import Limits, Politeness
 from trawl.retry import RetryPolicy
 from trawl.store.base import State
-from trawl.testsite import Response, Route, Site, SiteServer, generate_site, route_key
+from trawl.testsite import Response, Route, Site, SiteServer, generate_site
 from trawl.testsite.generator import CRAWL_DELAY
 
 TOLERANCE = 0.02
@@ -49,16 +49,6 @@ def moved(status: int, location: str) -> Response:
 def robots(*lines: str) -> Response:
     """A robots.txt response."""
     return Response(body="\n".join(lines).encode(), content_type="text/plain")
-
-
-def expected_hits(site: Site, url: str) -> int:
-    """How many GETs a correct crawl sends for ``url``: one per scripted answer (a 503
-    answered before the page makes two), one for a URL the site does not know."""
-    parts = urlsplit(url)
-    route = site.routes.get(
-        route_key(parts.netloc, parts.path + (f"?{parts.query}" * bool(parts.query)))
-    )
-    return len(route.responses) if route else 1
 
 
 # -- the generated site ------------------------------------------------------------------

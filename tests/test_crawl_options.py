@@ -1,0 +1,158 @@
+"""Crawl options end to end: scope modes, include/exclude, nofollow, canonical, robots
+redirects and cache, the memory-queue bound, and the time budget."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from conftest import CrawlRunner, expected_hits, page_requests, robots_requests
+from trawl.config import Limits, Politeness, ScopeConfig
+from trawl.scope import ScopeMode
+from trawl.store.sqlite import DB_NAME
+from trawl.testsite import Response, Site, SiteServer, generate_site
+
+
+def html(*hrefs: str, head: str = "") -> bytes:
+    links = "".join(f'<a href="{href}">{href}</a>' for href in hrefs)
+    return f"<!doctype html><html><head>{head}</head><body>{links}</body></html>".encode()
+
+
+def page(*hrefs: str, head: str = "", headers: tuple[tuple[str, str], ...] = ()) -> Response:
+    return Response(body=html(*hrefs, head=head), headers=headers)
+
+
+def text(*lines: str) -> Response:
+    return Response(body="\n".join(lines).encode(), content_type="text/plain")
+
+
+def scope_site(port: int) -> Site:
+    routes = {
+        "http://www.opt.test/docs/": page(
+            "/docs/a", "/other", "http://sub.opt.test/", "/private/x"
+        ),
+        "http://www.opt.test/docs/a": page(),
+        "http://www.opt.test/other": page(),
+        "http://www.opt.test/private/x": page(),
+        "http://sub.opt.test/": page(),
+    }
+    return Site.build(port, routes, ["http://www.opt.test/docs/"])
+
+
+async def test_scope_modes_and_patterns_decide_what_is_followed(crawl: CrawlRunner) -> None:
+    with SiteServer(scope_site) as server:
+        site = server.site
+        domain = await crawl(server)
+        host = await crawl(server, scope=ScopeConfig(mode=ScopeMode.HOST))
+        prefix = await crawl(server, scope=ScopeConfig(mode=ScopeMode.PREFIX))
+        patterns = await crawl(server, scope=ScopeConfig(exclude=("/private/",)))
+        included = await crawl(server, scope=ScopeConfig(include=("/docs/",)))
+
+    def paths(rows: object) -> set[str]:
+        assert isinstance(rows, dict)
+        return {url.replace(f":{site.port}", "") for url in rows}
+
+    assert paths(domain.rows) == {
+        "http://www.opt.test/docs/", "http://www.opt.test/docs/a", "http://www.opt.test/other",
+        "http://www.opt.test/private/x", "http://sub.opt.test/",
+    }  # fmt: skip
+    assert paths(host.rows) == paths(domain.rows) - {"http://sub.opt.test/"}
+    assert host.summary.off_scope == 1
+    assert paths(prefix.rows) == {"http://www.opt.test/docs/", "http://www.opt.test/docs/a"}
+    assert prefix.summary.off_scope == 3
+    assert "http://www.opt.test/private/x" not in paths(patterns.rows)
+    assert patterns.summary.excluded == 1
+    assert paths(included.rows) == {"http://www.opt.test/docs/", "http://www.opt.test/docs/a"}
+    assert included.summary.excluded == 3
+
+
+def nofollow_site(port: int) -> Site:
+    routes = {
+        "http://nf.test/": Response(
+            body=html("/meta", "/header", "/kept")
+            + b'<a rel="external nofollow" href="/rel-target">x</a>'
+        ),
+        "http://nf.test/meta": page("/meta-target", head='<meta name="robots" content="nofollow">'),
+        "http://nf.test/header": page("/header-target", headers=(("X-Robots-Tag", "nofollow"),)),
+        "http://nf.test/kept": page(
+            head='<link rel="canonical" href="/canonical-form?utm_source=feed#x">'
+        ),
+    }
+    return Site.build(port, routes, ["http://nf.test/"])
+
+
+async def test_nofollow_is_honoured_unless_ignored_and_canonical_is_recorded(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(nofollow_site) as server:
+        site = server.site
+        polite = await crawl(server)
+        requested = page_requests(server)
+        ignoring = await crawl(server, honour_nofollow=False)
+    targets = {site.url("nf.test", f"/{name}-target") for name in ("rel", "meta", "header")}
+    assert not targets & set(polite.rows)
+    assert not targets & set(requested)
+    assert targets <= set(ignoring.rows)
+
+    canonical = site.url("nf.test", "/canonical-form")
+    with sqlite3.connect(polite.data_dir / DB_NAME) as db:
+        stored = db.execute(
+            "SELECT canonical FROM urls WHERE url = ?", (site.url("nf.test", "/kept"),)
+        ).fetchone()
+    assert stored == (canonical,)
+    assert canonical not in polite.rows  # recorded, not followed
+
+
+def robots_redirect_site(port: int) -> Site:
+    routes = {
+        "http://rr.test/robots.txt": Response(status=301, headers=(("Location", "/real-robots"),)),
+        "http://rr.test/real-robots": text("User-agent: *", "Disallow: /secret"),
+        "http://rr.test/": page("/secret", "/open"),
+        "http://rr.test/open": page(),
+        "http://rr.test/secret": page(),
+    }
+    return Site.build(port, routes, ["http://rr.test/"])
+
+
+async def test_robots_redirect_is_followed(crawl: CrawlRunner) -> None:
+    with SiteServer(robots_redirect_site) as server:
+        result = await crawl(server)
+        requested = page_requests(server)
+    site = server.site
+    assert site.url("rr.test", "/secret") not in requested
+    assert requested[site.url("rr.test", "/real-robots")] == 1
+    assert result.summary.robots_blocked == 1
+
+
+async def test_robots_cache_survives_a_resume(crawl: CrawlRunner) -> None:
+    with SiteServer(lambda port: generate_site(port, hosts=4, pages_per_host=20)) as server:
+        first = await crawl(server, limits=Limits(max_pages=15), expect_state="page budget reached")
+        assert 0 < first.summary.fetched < len(server.site.expected_fetches)
+        before = robots_requests(server)
+        await crawl(server, data_dir=first.data_dir)
+        after = robots_requests(server)
+    healthy = {host for host, count in before.items() if count == 1}
+    assert healthy
+    for host in healthy:
+        assert after[host] == 1, host  # cached in the store, not fetched again
+
+
+async def test_a_tiny_memory_queue_still_crawls_everything_exactly(crawl: CrawlRunner) -> None:
+    with SiteServer(lambda port: generate_site(port, hosts=5, pages_per_host=40, seed=7)) as server:
+        result = await crawl(server, limits=Limits(memory_queue=3))
+        requested = page_requests(server)
+    site = server.site
+    assert set(result.rows) == site.ground_truth
+    assert result.summary.discovered == len(site.ground_truth)
+    assert all(requested[url] == expected_hits(site, url) for url in site.expected_fetches)
+
+
+async def test_time_budget_stops_the_run_and_a_rerun_finishes(crawl: CrawlRunner) -> None:
+    with SiteServer(lambda port: generate_site(port, hosts=4, pages_per_host=20)) as server:
+        slow = Politeness(delay=0.2, response_factor=0.0)
+        first = await crawl(
+            server, politeness=slow, limits=Limits(max_time=1.0), expect_state="time budget reached"
+        )
+        assert first.summary.elapsed < 5.0
+        assert first.summary.queued > 0
+        final = await crawl(server, data_dir=first.data_dir)
+    assert final.summary.discovered == len(server.site.ground_truth)
