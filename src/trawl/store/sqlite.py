@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from trawl.errors import StoreError
 from trawl.store.base import (
@@ -171,34 +171,12 @@ class SQLiteStore:
             last = ids[-1] + 1
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
-        def work() -> dict[int, str]:
-            found: dict[int, str] = {}
-            for start in range(0, len(ids), _IN_CHUNK):
-                chunk = ids[start : start + _IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for row in self._db.execute(
-                    f"SELECT id, url FROM urls WHERE id IN ({marks})", chunk
-                ):
-                    found[row[0]] = row[1]
-            return found
-
-        return await self._run(work)
+        return await self._run(
+            lambda: dict(_select_in(self._db, "SELECT id, url FROM urls WHERE id IN", ids))
+        )
 
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
-        def work(db: sqlite3.Connection) -> dict[str, int]:
-            db.executemany(
-                "INSERT INTO hosts (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
-                [(name,) for name in names],
-            )
-            found: dict[str, int] = {}
-            for start in range(0, len(names), _IN_CHUNK):
-                chunk = names[start : start + _IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for row in db.execute(f"SELECT name, id FROM hosts WHERE name IN ({marks})", chunk):
-                    found[row[0]] = row[1]
-            return found
-
-        return await self._run(lambda: self._transaction(work))
+        return await self._run(lambda: self._transaction(lambda db: _ensure_hosts(db, names)))
 
     async def hosts_with_work(self, limit: int) -> Sequence[HostWork]:
         def work() -> list[HostWork]:
@@ -316,6 +294,24 @@ class SQLiteStore:
             last = rows[-1][0] + 1
 
 
+def _select_in(
+    db: sqlite3.Connection, query: str, values: Sequence[Any]
+) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``query IN (values)``, asked in chunks below SQLite's variable limit."""
+    for start in range(0, len(values), _IN_CHUNK):
+        chunk = values[start : start + _IN_CHUNK]
+        yield from db.execute(f"{query} ({','.join('?' * len(chunk))})", chunk)
+
+
+def _ensure_hosts(db: sqlite3.Connection, names: Sequence[str]) -> dict[str, int]:
+    """Ids of the named hosts, inserting those not yet known."""
+    db.executemany(
+        "INSERT INTO hosts (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+        [(name,) for name in names],
+    )
+    return dict(_select_in(db, "SELECT name, id FROM hosts WHERE name IN", names))
+
+
 def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
     """Write one batch; runs inside a transaction on the store thread."""
     if batch.outcomes:
@@ -340,16 +336,7 @@ def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
     inserted = 0
     hosts_with_new_work: set[int] = set()
     if batch.new_urls:
-        names = sorted({u.host for u in batch.new_urls})
-        db.executemany(
-            "INSERT INTO hosts (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
-            [(name,) for name in names],
-        )
-        host_id: dict[str, int] = {}
-        for start in range(0, len(names), _IN_CHUNK):
-            chunk = names[start : start + _IN_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            host_id.update(db.execute(f"SELECT name, id FROM hosts WHERE name IN ({marks})", chunk))
+        host_id = _ensure_hosts(db, sorted({u.host for u in batch.new_urls}))
         by_host: dict[int, list[tuple[int, str, int, int, int]]] = {}
         for u in batch.new_urls:
             hid = host_id[u.host]
