@@ -30,15 +30,8 @@ from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
 from trawl.parser import content_charset, is_html, parse_html, robots_header
 from trawl.retry import parse_retry_after, retry_delay
-from trawl.robots import (
-    DISALLOW_ALL,
-    MAX_ROBOTS_BYTES,
-    MAX_ROBOTS_REDIRECTS,
-    ROBOTS_TTL,
-    agent_token,
-    robots_url,
-    rules_for_response,
-)
+from trawl.robots import DISALLOW_ALL, agent_token
+from trawl.robots_gate import RobotsGate
 from trawl.scope import Scope
 from trawl.seen import SeenSet
 from trawl.store.base import (
@@ -47,7 +40,6 @@ from trawl.store.base import (
     HostUpdate,
     Outcome,
     QueuedURL,
-    RobotsRecord,
     State,
     Store,
 )
@@ -110,6 +102,7 @@ class Crawler:
         )
         self._links = LinkFilter(self._scope, config.url_rules)
         self._agent = agent_token(config.user_agent)
+        self._robots = RobotsGate(store, fetcher, self._agent, config.url_rules)
         self._scheduler = HostScheduler(config.politeness, clock)
         self._frontier = Frontier(store, self._scheduler, config.limits.memory_queue)
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
@@ -264,60 +257,35 @@ class Crawler:
 
     async def _robots_job(self, slot: HostSlot) -> None:
         started = self._clock()
-        wall = time.time()
-        record = await self._store.robots(slot.id)
-        fetched = record is None or wall - record.fetched_at >= ROBOTS_TTL
-        if fetched:
-            record = await self._fetch_robots(slot)
-        assert record is not None
-        rules = (
-            None
-            if record.status is None
-            else rules_for_response(record.status, record.body, self._agent)
-        )
+        answer = await self._robots.check(slot.id, slot.queue[0].url)
         batch = CommitBatch()
-        if fetched:
+        if answer.fetched:
             batch.count("robots_fetches")
         pause = 0.0
-        if rules is None:
-            slot.robots_failures += 1
-            if slot.robots_failures < self._config.retry.attempts:
-                pause = retry_delay(self._config.retry, slot.robots_failures, None, self._rng)
-                batch.count("robots_retries")
-            else:
-                slot.robots = DISALLOW_ALL
-                slot.robots_expires = self._clock() + self._config.retry.cap
-                batch.count("robots_unavailable")
-        else:
+        if answer.rules is not None:
+            if answer.fetched:
+                batch.hosts.append(HostUpdate(slot.id, robots=answer.record))
             slot.robots_failures = 0
-            slot.robots = rules
-            slot.robots_expires = self._clock() + ROBOTS_TTL - (wall - record.fetched_at)
-            if fetched:
-                batch.hosts.append(HostUpdate(slot.id, robots=record))
-        slot.robots_pending = False
-        if slot.robots is DISALLOW_ALL and rules is None:
+            slot.robots = answer.rules
+            slot.robots_expires = self._clock() + answer.expires_in
+        elif slot.robots_failures + 1 < self._config.retry.attempts:
+            slot.robots_failures += 1
+            pause = retry_delay(self._config.retry, slot.robots_failures, None, self._rng)
+            batch.count("robots_retries")
+        else:
+            # Still unavailable after the last attempt: block what is queued, and what
+            # arrives until the next attempt after the back-off cap.
+            slot.robots_failures = 0
+            slot.robots = DISALLOW_ALL
+            slot.robots_expires = self._clock() + self._config.retry.cap
+            batch.count("robots_unavailable")
             for url in self._scheduler.drain(slot):
                 self._block(batch, url, "robots_unavailable")
-        self._scheduler.finished(slot, self._clock() - started if fetched else 0.0, pause)
+        slot.robots_pending = False
+        response_time = self._clock() - started if answer.fetched else 0.0
+        self._scheduler.finished(slot, response_time, pause)
         await self._committer.submit(batch)
         self._wake.set()
-
-    async def _fetch_robots(self, slot: HostSlot) -> RobotsRecord:
-        target = robots_url(f"http://{slot.name}/")
-        scheme_hint = next((u.url for u in slot.queue), None)
-        if scheme_hint is not None:
-            target = robots_url(scheme_hint)
-        for _ in range(MAX_ROBOTS_REDIRECTS + 1):
-            result = await self._fetcher.fetch(target, max_body=MAX_ROBOTS_BYTES)
-            status = result.status
-            if status is not None and status in (301, 302, 303, 307, 308) and result.location:
-                nxt = normalize(result.location, target, self._config.url_rules)
-                if isinstance(nxt, Rejection):
-                    break
-                target = nxt
-                continue
-            return RobotsRecord(status=status, body=result.body, fetched_at=time.time())
-        return RobotsRecord(status=404, body=b"", fetched_at=time.time())
 
     # -- pages ---------------------------------------------------------------------------
 

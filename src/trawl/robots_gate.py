@@ -1,0 +1,84 @@
+"""The robots gate: a host's robots.txt rules, from the store's cache or the network.
+
+A cached copy younger than ``ROBOTS_TTL`` (24 h) is used as it is, also across resumed
+runs (the engine caches only usable answers, never an unavailable one). Otherwise robots.txt is fetched, following at most ``MAX_ROBOTS_REDIRECTS``
+redirects (to any host, as RFC 9309 allows), and only the first ``MAX_ROBOTS_BYTES`` are
+read. What the rules are for a response status (4xx allow all, 5xx unavailable) is
+decided in trawl.robots; what to do while a host's robots.txt is unavailable (wait and
+retry, then block its URLs) is the engine's business.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trawl.fetcher import Fetcher
+from trawl.robots import (
+    MAX_ROBOTS_BYTES,
+    MAX_ROBOTS_REDIRECTS,
+    ROBOTS_TTL,
+    RobotsRules,
+    robots_url,
+    rules_for_response,
+)
+from trawl.store.base import RobotsRecord, Store
+from trawl.urls import NormalizeRules, Rejection, normalize
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsAnswer:
+    """A host's robots.txt verdict. ``rules`` None means unavailable (5xx, no answer)."""
+
+    rules: RobotsRules | None
+    record: RobotsRecord
+    fetched: bool
+    expires_in: float
+
+
+class RobotsGate:
+    """Finds the robots.txt rules that apply to a host."""
+
+    def __init__(
+        self,
+        store: Store,
+        fetcher: Fetcher,
+        agent_token: str,
+        url_rules: NormalizeRules,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._fetcher = fetcher
+        self._agent = agent_token
+        self._url_rules = url_rules
+        self._wall_clock = wall_clock
+
+    async def check(self, host_id: int, some_url: str) -> RobotsAnswer:
+        """The rules for the host of ``some_url`` (any normalised URL on that host)."""
+        now = self._wall_clock()
+        record = await self._store.robots(host_id)
+        fetched = record is None or now - record.fetched_at >= ROBOTS_TTL
+        if record is None or fetched:
+            record = await self._fetch(robots_url(some_url))
+        rules = (
+            None
+            if record.status is None
+            else rules_for_response(record.status, record.body, self._agent)
+        )
+        return RobotsAnswer(rules, record, fetched, ROBOTS_TTL - (now - record.fetched_at))
+
+    async def _fetch(self, target: str) -> RobotsRecord:
+        for _ in range(MAX_ROBOTS_REDIRECTS):
+            result = await self._fetcher.fetch(target, max_body=MAX_ROBOTS_BYTES)
+            if result.status not in REDIRECTS or not result.location:
+                break
+            following = normalize(result.location, target, self._url_rules)
+            if isinstance(following, Rejection):
+                break
+            target = following
+        else:
+            result = await self._fetcher.fetch(target, max_body=MAX_ROBOTS_BYTES)
+        return RobotsRecord(status=result.status, body=result.body, fetched_at=self._wall_clock())
