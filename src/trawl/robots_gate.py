@@ -1,11 +1,12 @@
 """The robots gate: a host's robots.txt rules, from the store's cache or the network.
 
 A cached copy younger than ``ROBOTS_TTL`` (24 h) is used as it is, also across resumed
-runs (the engine caches only usable answers, never an unavailable one). Otherwise robots.txt is fetched, following at most ``MAX_ROBOTS_REDIRECTS``
-redirects (to any host, as RFC 9309 allows), and only the first ``MAX_ROBOTS_BYTES`` are
-read. What the rules are for a response status (4xx allow all, 5xx unavailable) is
-decided in trawl.robots; what to do while a host's robots.txt is unavailable (wait and
-retry, then block its URLs) is the engine's business.
+runs; the engine caches only usable answers, never an unavailable one. Otherwise
+robots.txt is fetched, following at most ``MAX_ROBOTS_REDIRECTS`` redirects (to any
+host, as RFC 9309 allows), and only the first ``MAX_ROBOTS_BYTES`` are read. What the
+rules are for a response status (4xx allow all, 5xx unavailable) is decided in
+trawl.robots; what to do while a host's robots.txt is unavailable (wait and retry, then
+block its URLs) is the engine's business.
 """
 
 from __future__ import annotations
