@@ -9,7 +9,7 @@ from conftest import CrawlRunner, expected_hits, page_requests, robots_requests
 from trawl.config import Limits, Politeness, ScopeConfig
 from trawl.scope import ScopeMode
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import Response, Site, SiteServer, generate_site
+from trawl.testsite import Response, Site, SiteServer, generate_site, route_key
 
 
 def html(*hrefs: str, head: str = "") -> bytes:
@@ -130,8 +130,14 @@ async def test_robots_cache_survives_a_resume(crawl: CrawlRunner) -> None:
         before = robots_requests(server)
         await crawl(server, data_dir=first.data_dir)
         after = robots_requests(server)
-    healthy = {host for host, count in before.items() if count == 1}
-    assert healthy
+    site = server.site
+
+    def answers(host: str) -> bool:
+        route = site.routes.get(route_key(host, "/robots.txt"))
+        return route is None or route.responses[0].status < 500
+
+    healthy = {host for host in before if answers(host)}
+    assert len(healthy) >= 3
     for host in healthy:
         assert after[host] == 1, host  # cached in the store, not fetched again
 
