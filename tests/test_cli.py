@@ -137,6 +137,7 @@ def crawled(server: SiteServer, tmp_path_factory: pytest.TempPathFactory) -> Cra
         pytest.param(["http://x.test/", "--concurrency", "many"], id="not-an-int"),
         pytest.param(["http://x.test/", "--retry-base", "0"], id="retry-base-0"),
         pytest.param(["http://x.test/", "--resolve", "nohost"], id="bad-resolve"),
+        pytest.param(["http://x.test/", "--resolve", "x.test=not-an-ip"], id="resolve-not-ip"),
         pytest.param(["http://x.test/", "--no-such-option"], id="unknown-option"),
     ],
 )

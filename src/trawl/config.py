@@ -6,6 +6,7 @@ string-keyed settings dict; each stage receives the typed value it needs.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
@@ -173,5 +174,9 @@ def parse_resolve(entries: tuple[str, ...] | list[str]) -> dict[str, str]:
         host, address = host.strip().lower(), address.strip()
         if not host or not address:
             raise UsageError(f"--resolve wants HOST=IP, got {entry!r}")
+        try:
+            ipaddress.ip_address(address)
+        except ValueError as exc:
+            raise UsageError(f"--resolve {entry}: {address!r} is not an IP address") from exc
         mapping[host] = address
     return mapping

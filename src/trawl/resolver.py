@@ -14,26 +14,16 @@ from collections.abc import Mapping
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import AsyncResolver
 
-from trawl.errors import UsageError
-
-
-def validate_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
-    """Check every override maps to an IP literal; return them with lower-case names."""
-    checked: dict[str, str] = {}
-    for host, address in overrides.items():
-        try:
-            ipaddress.ip_address(address)
-        except ValueError as exc:
-            raise UsageError(f"--resolve {host}={address}: not an IP address") from exc
-        checked[host.lower()] = address
-    return checked
-
 
 class OverrideResolver(AbstractResolver):
-    """Answers overridden names from a table, everything else from DNS."""
+    """Answers overridden names from a table, everything else from DNS.
+
+    ``overrides`` maps lower-case host names to IP literals (checked by
+    trawl.config.parse_resolve).
+    """
 
     def __init__(self, overrides: Mapping[str, str]) -> None:
-        self._overrides = validate_overrides(overrides)
+        self._overrides = dict(overrides)
         self._dns: AsyncResolver | None = None
 
     async def resolve(
