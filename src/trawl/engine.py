@@ -161,7 +161,9 @@ class Crawler:
         total = float(await self._store.get_meta("elapsed") or 0.0) + elapsed
         await self._store.set_meta("elapsed", f"{total:.3f}")
         counters = await self._store.counters()
-        return Summary.from_counters(counters, state=self._state, elapsed=elapsed)
+        return Summary.from_counters(
+            counters, state=self._state, elapsed=elapsed, fetched_before=self._fetched_at_start
+        )
 
     # -- dispatching ---------------------------------------------------------------------
 

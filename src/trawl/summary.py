@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
@@ -36,11 +36,19 @@ class Summary:
     errors_by_class: Mapping[str, int]
     requests: int
     elapsed: float
-    extra: Mapping[str, int] = field(default_factory=dict)
+    pages_per_second: float
 
     @classmethod
-    def from_counters(cls, counters: Mapping[str, int], *, state: str, elapsed: float) -> Summary:
-        """Build the summary from store counters."""
+    def from_counters(
+        cls, counters: Mapping[str, int], *, state: str, elapsed: float, fetched_before: int = 0
+    ) -> Summary:
+        """Build the summary from store counters.
+
+        ``elapsed`` is the time the figures cover; ``fetched_before`` is how many fetches
+        happened outside it (earlier runs), so the rate counts only this span's pages.
+        """
+        fetched = counters.get("fetched", 0)
+        rate = (fetched - fetched_before) / elapsed if elapsed > 0 else 0.0
 
         def prefixed(prefix: str) -> dict[str, int]:
             return {
@@ -52,7 +60,7 @@ class Summary:
         return cls(
             state=state,
             discovered=counters.get("discovered", 0),
-            fetched=counters.get("fetched", 0),
+            fetched=fetched,
             queued=counters.get("queued", 0),
             status={c: counters.get(f"status_{c}", 0) for c in STATUS_CLASSES},
             robots_blocked=counters.get("robots_blocked", 0),
@@ -68,6 +76,7 @@ class Summary:
             errors_by_class=prefixed("error:"),
             requests=counters.get("requests", 0),
             elapsed=round(elapsed, 3),
+            pages_per_second=round(rate, 1),
         )
 
     def to_json(self) -> str:
@@ -79,11 +88,10 @@ class Summary:
         status = ", ".join(f"{c} {n}" for c, n in self.status.items() if n) or "none"
         invalid = ", ".join(f"{r} {n}" for r, n in self.invalid_by_reason.items())
         errors = ", ".join(f"{r} {n}" for r, n in self.errors_by_class.items())
-        rate = self.fetched / self.elapsed if self.elapsed > 0 else 0.0
         rows = [
             ("state", self.state),
             ("unique URLs discovered", str(self.discovered)),
-            ("fetched", f"{self.fetched} ({rate:.1f} pages/s this run)"),
+            ("fetched", f"{self.fetched} ({self.pages_per_second:.1f} pages/s)"),
             ("by status", status),
             ("queued", str(self.queued)),
             ("robots-blocked", str(self.robots_blocked)),

@@ -1,0 +1,45 @@
+"""The summary reads every figure from the store's counters."""
+
+from __future__ import annotations
+
+import json
+
+from trawl.summary import Summary
+
+COUNTERS = {
+    "discovered": 120, "fetched": 150, "queued": 3, "status_2xx": 140, "status_4xx": 10,
+    "robots_blocked": 7, "off_scope": 31, "excluded": 2, "invalid": 5, "invalid:scheme": 4,
+    "invalid:too_long": 1, "duplicates": 900, "redirects": 12, "redirect_limit": 1,
+    "retries": 6, "failed": 2, "error:timeout": 2, "requests": 158,
+}  # fmt: skip
+
+
+def test_figures_come_from_the_counters() -> None:
+    summary = Summary.from_counters(COUNTERS, state="done", elapsed=10.0, fetched_before=50)
+    assert summary.discovered == 120
+    assert summary.status == {"1xx": 0, "2xx": 140, "3xx": 0, "4xx": 10, "5xx": 0}
+    assert summary.invalid_by_reason == {"scheme": 4, "too_long": 1}
+    assert summary.errors_by_class == {"timeout": 2}
+    assert summary.pages_per_second == 10.0  # only this run's 100 pages count
+
+
+def test_text_and_json_carry_the_same_figures() -> None:
+    summary = Summary.from_counters(COUNTERS, state="done", elapsed=4.0)
+    text = "\n".join(summary.lines())
+    expected = (
+        "unique URLs discovered  120",
+        "2xx 140, 4xx 10",
+        "duplicates skipped      900",
+        "scheme 4, too_long 1",
+        "timeout 2",
+    )
+    for figure in expected:
+        assert figure in text
+    data = json.loads(summary.to_json())
+    assert data["discovered"] == 120
+    assert data["pages_per_second"] == 37.5
+
+
+def test_empty_store_gives_zeros() -> None:
+    summary = Summary.from_counters({}, state="new", elapsed=0.0)
+    assert (summary.discovered, summary.fetched, summary.pages_per_second) == (0, 0, 0.0)
