@@ -13,6 +13,7 @@ that hangs up mid-body ends that response quietly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gzip
 import itertools
@@ -218,12 +219,13 @@ class SiteServer:
                 self._finishing += 1
             marked = True
 
+        # A client hanging up mid-response is normal (capped bodies); the log still
+        # records the request.
         try:
-            if answer.delay > 0:
-                await asyncio.sleep(answer.delay)
-            await _send(request, response, answer, finishing)
-        except ConnectionError:
-            pass  # the client hung up mid-response; the log still records the request
+            with contextlib.suppress(ConnectionError):
+                if answer.delay > 0:
+                    await asyncio.sleep(answer.delay)
+                await _send(request, response, answer, finishing)
         finally:
             record = RequestRecord(
                 host=key[0],
