@@ -6,7 +6,6 @@ the CLI uses, so the top level prints one line and exits without a traceback::
     TrawlError (exit 1)
     +-- UsageError (exit 2)        bad option, bad seed URL, bad config file
     +-- StoreError (exit 1)        the store cannot be opened or written
-    |   +-- StaleLeaseError        a completion carried a lease generation that is no longer current
     +-- CrawlInterrupted (exit 130) stopped by SIGINT/SIGTERM after state was committed
 
 Lower-layer errors (sqlite3, OSError, tomllib) are translated at the module boundary with
@@ -30,10 +29,6 @@ class UsageError(TrawlError):
 
 class StoreError(TrawlError):
     """The crawl store cannot be opened, read or written."""
-
-
-class StaleLeaseError(StoreError):
-    """A write carried a lease generation that is no longer the host's current one."""
 
 
 class CrawlInterrupted(TrawlError):
