@@ -280,3 +280,9 @@ def test_never_raises_on_arbitrary_text(href: str, base: str | None) -> None:
     assert isinstance(result, Rejection) or result.startswith(("http://", "https://"))
     got = resolve(href, BASE if base is None else base)
     assert got is None or isinstance(got, str)
+
+
+def test_a_path_parameter_that_hides_a_dot_segment_normalises_in_one_go() -> None:
+    url = normalize(".;utm_x=1", "https://base.test/dir/page.html?q=1#f")
+    assert url == "https://base.test/dir/"
+    assert normalize("http://x.test/a/b/..;jsessionid=9/c") == "http://x.test/a/c"

@@ -4,6 +4,10 @@ Every href a page yields goes through normalisation and validation (trawl.urls),
 scope and include/exclude (trawl.scope). Nothing here raises: each rejection is counted
 in the batch under its reason (``invalid:<reason>``, ``off_scope``, ``excluded``), and
 the survivors become :class:`NewURL` candidates for the seen-set.
+
+This is the hottest code of a crawl (tens of links per page), so verdicts are cached:
+by the raw href when it is absolute (its meaning does not depend on the page), and by
+the WHATWG-resolved URL otherwise. The cache is bounded; it is emptied when full.
 """
 
 from __future__ import annotations
@@ -12,7 +16,23 @@ from collections.abc import Iterable
 
 from trawl.scope import Scope, Verdict
 from trawl.store.base import CommitBatch, NewURL
-from trawl.urls import NormalizeRules, Rejection, host_key, normalize, url_hash
+from trawl.urls import (
+    NormalizeRules,
+    Rejection,
+    host_key,
+    normalize,
+    normalize_resolved,
+    resolve,
+    url_hash,
+)
+
+CACHE_SIZE = 50_000
+_ABSOLUTE = ("http://", "https://")
+
+Accepted = tuple[int, str, str]
+"""An in-scope URL: (id, normalised URL, host key)."""
+Dropped = tuple[str, ...]
+"""A rejected URL: the counters to bump."""
 
 
 class LinkFilter:
@@ -21,32 +41,77 @@ class LinkFilter:
     def __init__(self, scope: Scope, rules: NormalizeRules) -> None:
         self._scope = scope
         self._rules = rules
+        self._cache: dict[str, Accepted | Dropped] = {}
+
+    @property
+    def cached(self) -> int:
+        """How many verdicts the cache holds."""
+        return len(self._cache)
+
+    def _judge(self, resolved: str) -> Accepted | Dropped:
+        url = normalize_resolved(resolved, self._rules)
+        if isinstance(url, Rejection):
+            return ("invalid", f"invalid:{url.value}")
+        verdict = self._scope.check(url)
+        if verdict is not Verdict.IN:
+            return (verdict.value,)
+        return (url_hash(url), url, host_key(url))
+
+    def _remember(self, key: str, entry: Accepted | Dropped) -> None:
+        if len(self._cache) >= CACHE_SIZE:
+            self._cache.clear()
+        self._cache[key] = entry
+
+    def _verdict(self, href: str, base: str | None) -> Accepted | Dropped:
+        absolute = href.startswith(_ABSOLUTE)
+        if absolute:
+            cached = self._cache.get(href)
+            if cached is not None:
+                return cached
+        resolved = resolve(href, base)
+        if resolved is None:
+            reason = normalize(href, base, self._rules)
+            assert isinstance(reason, Rejection)
+            return ("invalid", f"invalid:{reason.value}")
+        entry = self._cache.get(resolved)
+        if entry is None:
+            entry = self._judge(resolved)
+            self._remember(resolved, entry)
+        if absolute:
+            self._remember(href, entry)
+        return entry
 
     def candidate(
         self, href: str, base: str | None, depth: int, batch: CommitBatch, redirect_hops: int = 0
     ) -> NewURL | None:
         """Normalise and scope-check one href; ``None`` (and a counter) if it is dropped."""
-        url = normalize(href, base, self._rules)
-        if isinstance(url, Rejection):
-            batch.count("invalid")
-            batch.count(f"invalid:{url.value}")
+        entry = self._verdict(href, base)
+        if isinstance(entry[0], str):
+            for name in entry:
+                batch.count(str(name))
             return None
-        verdict = self._scope.check(url)
-        if verdict is not Verdict.IN:
-            batch.count(verdict.value)
-            return None
-        return NewURL(url_hash(url), url, host_key(url), depth, redirect_hops)
+        uid, url, host = entry
+        return NewURL(int(uid), str(url), str(host), depth, redirect_hops)
 
     def page_links(
         self, hrefs: Iterable[str], base: str, depth: int, batch: CommitBatch
     ) -> list[NewURL]:
-        """Candidates for every href of a page at ``depth`` - 1, resolved against ``base``."""
+        """Candidates for every href of a page at ``depth`` - 1, resolved against ``base``.
+
+        A page that repeats an href (navigation, "top" links) yields it once; the repeats
+        count as duplicates, as the seen-set would count them.
+        """
         found: list[NewURL] = []
+        seen: set[str] = set()
         total = 0
         for href in hrefs:
             total += 1
+            if href in seen:
+                continue
+            seen.add(href)
             candidate = self.candidate(href, base, depth, batch)
             if candidate is not None:
                 found.append(candidate)
         batch.count("links", total)
+        batch.count("duplicates", total - len(seen))
         return found

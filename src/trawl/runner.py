@@ -17,6 +17,7 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import uvloop
 from rich.console import Console
 
 from trawl.config import CrawlConfig
@@ -104,7 +105,8 @@ def run_crawl(config: CrawlConfig, console: Console | None = None) -> Summary:
     with data_dir_lock(config.data_dir):
         if config.fresh:
             remove_crawl(config.data_dir)
-        return asyncio.run(_run(config, console))
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(_run(config, console))
 
 
 def crawl_running(data_dir: Path) -> bool:

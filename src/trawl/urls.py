@@ -168,10 +168,11 @@ def _ada_href(href: str, base: str | None) -> str | None:
         return None
 
 
-def resolve(href: str, base: str) -> str | None:
+def resolve(href: str, base: str | None) -> str | None:
     """Resolve `href` against `base` per the WHATWG URL Standard; None when it fails.
 
-    No normalisation beyond the standard's own: credentials and fragment are kept.
+    With no base, `href` must be absolute. No normalisation beyond the standard's own:
+    credentials and fragment are kept.
     """
     return _ada_href(href, base)
 
@@ -287,6 +288,15 @@ def normalize(
     url = _ada_href(href, base)
     if url is None:
         return _failure_reason(href, base)
+    return normalize_resolved(url, rules)
+
+
+def normalize_resolved(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str | Rejection:
+    """Normalise `url`, which must already be a WHATWG serialisation (``resolve``'s output).
+
+    ``normalize(href, base) == normalize_resolved(resolve(href, base))`` whenever the
+    resolution succeeds; callers that cache by resolved URL use this half alone.
+    """
     if url.startswith("https://"):
         scheme_end = 8
     elif url.startswith("http://"):
@@ -316,9 +326,16 @@ def normalize(
     else:
         path = url[path_start:query_start]
         query = _normalize_query(_fix_escapes(url[query_start + 1 :]), rules)
-    path = _normalize_path(_fix_escapes(path), rules)
+    escaped = _fix_escapes(path)
+    path = _normalize_path(escaped, rules)
     netloc = f"{host}:{port}" if port else host
     result = f"{url[:scheme_end]}{netloc}{path}{query}"
+    if path != escaped and "/." in path:
+        # Dropping a path parameter can leave a dot segment ("/a/.;jsessionid=1"):
+        # resolve it as the standard would, so normalising twice changes nothing.
+        reparsed = _ada_href(result, None)
+        if reparsed is not None:
+            return normalize_resolved(reparsed, rules)
     if len(result) > rules.max_length:
         return Rejection.TOO_LONG
     return result

@@ -1,0 +1,56 @@
+"""The URL filter: verdicts, counters, and a cache that never changes an answer."""
+
+from __future__ import annotations
+
+from trawl import links
+from trawl.links import LinkFilter
+from trawl.scope import Scope
+from trawl.store.base import CommitBatch
+from trawl.urls import DEFAULT_RULES, url_hash
+
+
+def make_filter() -> LinkFilter:
+    return LinkFilter(Scope(["http://www.site.test/"]), DEFAULT_RULES)
+
+
+def test_relative_links_resolve_against_each_page() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    first = link_filter.candidate("next.html", "http://www.site.test/a/", 1, batch)
+    second = link_filter.candidate("next.html", "http://www.site.test/b/", 1, batch)
+    assert first is not None
+    assert second is not None
+    assert (first.url, second.url) == ("http://www.site.test/a/next.html",
+                                       "http://www.site.test/b/next.html")  # fmt: skip
+    assert first.id == url_hash(first.url)
+    assert first.host == "www.site.test"
+
+
+def test_every_rejection_is_counted_each_time() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    for base in ("http://www.site.test/1", "http://www.site.test/2"):
+        assert link_filter.candidate("mailto:x@y.test", base, 1, batch) is None
+        assert link_filter.candidate("http://other.test/", base, 1, batch) is None
+    assert batch.counters == {"invalid": 2, "invalid:scheme": 2, "off_scope": 2}
+
+
+def test_repeated_hrefs_on_a_page_count_as_duplicates() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    found = link_filter.page_links(
+        ["/a", "/b", "/a", "/a", "#top"], "http://www.site.test/", 1, batch
+    )
+    assert [c.url for c in found] == ["http://www.site.test/a", "http://www.site.test/b",
+                                      "http://www.site.test/"]  # fmt: skip
+    assert (batch.counters["links"], batch.counters["duplicates"]) == (5, 2)
+
+
+def test_cache_stays_bounded_and_answers_stay_right() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    size = links.CACHE_SIZE
+    for i in range(size + 10):
+        candidate = link_filter.candidate(f"http://www.site.test/p{i}", None, 0, batch)
+        assert candidate is not None
+        assert candidate.url == f"http://www.site.test/p{i}"
+    assert link_filter.cached <= size
+    again = link_filter.candidate("http://www.site.test/p0", None, 0, batch)
+    assert again is not None
+    assert again.url == "http://www.site.test/p0"
