@@ -17,9 +17,19 @@ demo: setup
 	$(BIN)/trawl demo
 
 lint: setup
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
 test: lint
 	$(BIN)/pytest -q
+
+# Crawl benchmark (bench/): serves a generated site on loopback (nginx if installed) and
+# prints speed and correctness figures; exits non-zero only for wrong figures.
+.PHONY: bench bench-large
+
+bench: setup
+	$(BIN)/python -m bench.crawl --hosts 20 --pages 500
+
+bench-large: setup
+	$(BIN)/python -m bench.crawl --hosts 100 --pages 1000

@@ -28,8 +28,9 @@ from trawl.testsite import Site, SiteServer, generate_site
 FAST = {"delay": 0, "response_factor": 0.5, "retry_base": 0.05, "retry_cap": 1}
 SUMMARY_KEYS = {
     "state", "discovered", "fetched", "queued", "status", "robots_blocked", "off_scope",
-    "excluded", "invalid", "invalid_by_reason", "duplicates", "redirects", "redirect_limit",
-    "retries", "failed", "errors_by_class", "requests", "elapsed", "pages_per_second",
+    "excluded", "invalid", "invalid_by_reason", "links", "duplicates", "redirects",
+    "redirect_limit", "retries", "failed", "errors_by_class", "requests", "elapsed",
+    "pages_per_second",
 }  # fmt: skip
 
 

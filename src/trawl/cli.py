@@ -50,6 +50,8 @@ _CRAWL_OPTIONS = [
     click.option("--per-host", type=int, default=1, help="Requests in flight per host."),
     click.option("--delay", type=float, default=1.0,
                  help="Minimum seconds between requests to one host."),
+    click.option("--response-factor", type=float, default=10.0,
+                 help="A host also rests this many times its last response time."),
     click.option("--user-agent", help="User-Agent header (default names trawl and --contact)."),
     click.option("--contact", help="Contact URL or address put in the default User-Agent."),
     click.option("--data-dir", type=click.Path(path_type=Path), default=Path("trawl-data"),
@@ -132,9 +134,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         politeness=Politeness(
             per_host=int(values["per_host"]),
             delay=float(values["delay"]),
-            response_factor=float(
-                values.get("response_factor", defaults_politeness.response_factor)
-            ),
+            response_factor=float(values["response_factor"]),
             max_delay=float(values.get("max_delay", defaults_politeness.max_delay)),
         ),
         limits=Limits(

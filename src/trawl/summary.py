@@ -28,6 +28,7 @@ class Summary:
     excluded: int
     invalid: int
     invalid_by_reason: Mapping[str, int]
+    links: int
     duplicates: int
     redirects: int
     redirect_limit: int
@@ -68,6 +69,7 @@ class Summary:
             excluded=counters.get("excluded", 0),
             invalid=counters.get("invalid", 0),
             invalid_by_reason=prefixed("invalid:"),
+            links=counters.get("links", 0),
             duplicates=counters.get("duplicates", 0),
             redirects=counters.get("redirects", 0),
             redirect_limit=counters.get("redirect_limit", 0),
@@ -98,6 +100,7 @@ class Summary:
             ("off-scope links", str(self.off_scope)),
             ("excluded links", str(self.excluded)),
             ("invalid links", f"{self.invalid}" + (f" ({invalid})" if invalid else "")),
+            ("links checked", str(self.links)),
             ("duplicates skipped", str(self.duplicates)),
             ("redirects", f"{self.redirects} ({self.redirect_limit} over the hop limit)"),
             ("retries", str(self.retries)),

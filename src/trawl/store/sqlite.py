@@ -96,6 +96,11 @@ class SQLiteStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA cache_size = -65536")
             conn.execute("PRAGMA temp_store = MEMORY")
+            # Random 64-bit keys dirty one leaf page per insert, so each checkpoint (a
+            # write back plus an fsync) is costly: checkpoint every ~40 MB of WAL rather
+            # than every 4 MB, and cut the file back to 64 MB after one.
+            conn.execute("PRAGMA wal_autocheckpoint = 10000")
+            conn.execute("PRAGMA journal_size_limit = 67108864")
         self._conn = conn
         if not self._readonly:
             self._migrate()
@@ -172,7 +177,7 @@ class SQLiteStore:
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         return await self._run(
-            lambda: dict(_select_in(self._db, "SELECT id, url FROM urls WHERE id IN", ids))
+            lambda: dict(_select_in(self._db, "SELECT id, url FROM urls WHERE id IN", sorted(ids)))
         )
 
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
@@ -342,6 +347,7 @@ def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
             hid = host_id[u.host]
             by_host.setdefault(hid, []).append((u.id, u.url, hid, u.depth, u.redirect_hops))
         for hid, rows in by_host.items():
+            rows.sort()  # key order: neighbouring inserts share B-tree pages
             added = db.executemany(
                 "INSERT INTO urls (id, url, host_id, depth, redirect_hops) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",

@@ -1,0 +1,164 @@
+"""Serve a generated site on 127.0.0.1: nginx when installed, else the built-in server.
+
+`serve` is one context manager for both. It starts the server as a child process in a
+fresh run directory, waits until the port accepts connections, and on exit stops it
+gracefully (so buffered log lines are written) and parses the access log into
+`ServedSite.records`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.accesslog import LogRecord, parse_log
+
+__all__ = ["ServedSite", "free_port", "nginx_available", "nginx_config", "port_is_free", "serve"]
+
+LOOPBACK = "127.0.0.1"
+_START_TIMEOUT = 15.0
+
+
+@dataclass(slots=True)
+class ServedSite:
+    """A running (then stopped) server: its kind, port, and once stopped its log."""
+
+    kind: str
+    port: int
+    version: str
+    records: list[LogRecord] = field(default_factory=list)
+
+
+def nginx_available() -> bool:
+    return shutil.which("nginx") is not None
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's choice)."""
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def nginx_config(
+    site: Path,
+    hosts: Sequence[str],
+    redirects: dict[str, dict[str, list[int | str]]],
+    port: int,
+    run: Path,
+) -> str:
+    """nginx.conf serving ``site``: loopback only, one server block per host, all paths in
+    ``run``, and the bench access-log format."""
+    lines = [
+        "daemon off;",
+        "worker_processes 1;",
+        f"pid {run}/nginx.pid;",
+        f"error_log {run}/error.log warn;",
+        "events { worker_connections 4096; }",
+        "http {",
+        "    types { text/html html; text/plain txt; }",
+        "    default_type application/octet-stream;",
+        "    sendfile on;",
+        "    tcp_nopush on;",
+        "    server_tokens off;",
+        "    keepalive_requests 1000000;",
+        "    absolute_redirect off;",
+        "    log_format bench '$host $request_uri $status $msec $request_time';",
+        f"    access_log {run}/access.log bench buffer=256k;",
+        *(
+            f"    {name}_temp_path {run}/tmp/{name};"
+            for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        ),
+        f"    server {{ listen {LOOPBACK}:{port} default_server; return 404; }}",
+    ]
+    for host in hosts:
+        lines += [
+            "    server {",
+            f"        listen {LOOPBACK}:{port};",
+            f"        server_name {host};",
+            f"        root {site}/hosts/{host};",
+            "        index index.html;",
+        ]
+        for path, (status, location) in sorted(redirects.get(host, {}).items()):
+            lines.append(f"        location = {path} {{ return {status} {location}; }}")
+        lines.append("    }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes], errors: Path) -> None:
+    deadline = time.monotonic() + _START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited at start: {errors.read_text(errors='replace')}")
+        with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), 0.2):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"server did not listen on {LOOPBACK}:{port}")
+
+
+def _nginx_version() -> str:
+    result = subprocess.run(["nginx", "-v"], capture_output=True, text=True, check=False)
+    return result.stderr.strip().removeprefix("nginx version: ")
+
+
+@contextlib.contextmanager
+def serve(
+    site: Path, hosts: Sequence[str], port: int, run: Path, kind: str = "auto"
+) -> Iterator[ServedSite]:
+    """Serve ``site`` for ``hosts`` on 127.0.0.1:``port`` with ``kind`` (nginx, builtin or
+    auto); ``run`` is a fresh directory for config, pid, logs and temp files."""
+    if kind == "auto":
+        kind = "nginx" if nginx_available() else "builtin"
+    site, run = site.resolve(), run.resolve()
+    run.mkdir(parents=True, exist_ok=True)
+    log, errors = run / "access.log", run / "server.err"
+    if kind == "nginx":
+        redirects = json.loads((site / "redirects.json").read_text(encoding="utf-8"))
+        (run / "tmp").mkdir(exist_ok=True)
+        config = run / "nginx.conf"
+        config.write_text(nginx_config(site, hosts, redirects, port, run), encoding="utf-8")
+        command = ["nginx", "-p", str(run), "-c", str(config), "-e", str(run / "error.log")]
+        stop_signal, version = signal.SIGQUIT, _nginx_version()
+    elif kind == "builtin":
+        command = [sys.executable, "-m", "bench.builtin_server", str(site), str(port), str(log)]
+        stop_signal, version = signal.SIGTERM, "aiohttp"
+    else:
+        raise ValueError(f"unknown server {kind!r}")
+    log.touch()
+    with errors.open("wb") as stderr:
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=Path(__file__).parents[1]
+        )
+    served = ServedSite(kind, port, version)
+    try:
+        _wait_listening(port, process, errors)
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(stop_signal)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    served.records = parse_log(log.read_text(encoding="utf-8"))
