@@ -1,0 +1,62 @@
+"""The store benchmark counts exactly what its generator made, and prints its figures.
+
+The expected figures come from the generator's own ground truth (the canonical URL each
+href denotes), which never touches trawl's normalisation, scope, seen-set or store.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from bench.store import Mix, SyntheticWeb, hosts_for, run
+
+from trawl.store.base import State
+from trawl.store.sqlite import SQLiteStore
+
+URLS = 40_000
+
+
+async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path) -> None:
+    web = SyntheticWeb(hosts_for(URLS), Mix.for_page(50), seed=7)
+    truth: set[str] = set()
+    in_scope_links = off_scope_links = 0
+    for page in web.pages(URLS):
+        for expected in page.truth:
+            if expected is None:
+                off_scope_links += 1
+            else:
+                in_scope_links += 1
+                truth.add(expected)
+    assert len(truth) == URLS
+
+    out = io.StringIO()
+    figures = await run(URLS, 50, tmp_path, seed=7, report_every=10_000, out=out)
+
+    assert figures.known == figures.discovered == len(truth)
+    async with SQLiteStore(tmp_path, readonly=True) as store:
+        counters = await store.counters()
+        stored = [row async for row in store.export()]
+    assert {row.url for row in stored} == truth
+    assert counters.get("hash_collisions", 0) == 0
+    # Every link is accounted for exactly once: new, duplicate, invalid or off scope.
+    assert counters["links"] == in_scope_links + off_scope_links
+    dropped = counters.get("invalid", 0) + counters.get("off_scope", 0)
+    assert counters["discovered"] + counters["duplicates"] + dropped == counters["links"]
+    assert dropped <= off_scope_links
+    # Pages carried outcomes of URLs the frontier claimed.
+    assert any(row.state is State.DONE for row in stored)
+
+    text = out.getvalue()
+    assert text.count("links/s moving") >= 4
+    for label in (
+        "ingest overall",
+        "ingest last 1M known",
+        "peak RSS",
+        "RSS at 1M known",
+        "RSS at end",
+        "bytes/known URL",
+        "database on disk",
+    ):
+        assert label in text
+    assert f"known URLs            {URLS:,}" in text
