@@ -54,3 +54,19 @@ def test_cache_stays_bounded_and_answers_stay_right() -> None:
     again = link_filter.candidate("http://www.site.test/p0", None, 0, batch)
     assert again is not None
     assert again.url == "http://www.site.test/p0"
+
+
+def test_query_and_fragment_hrefs_are_resolved_against_the_whole_page() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    urls = []
+    for page in ("http://www.site.test/d/a.html", "http://www.site.test/d/b.html"):
+        for href in ("?page=2", "\x01?page=3", "x.html", ""):
+            candidate = link_filter.candidate(href, page, 1, batch)
+            assert candidate is not None
+            urls.append(candidate.url)
+    assert urls == [
+        "http://www.site.test/d/a.html?page=2", "http://www.site.test/d/a.html?page=3",
+        "http://www.site.test/d/x.html", "http://www.site.test/d/a.html",
+        "http://www.site.test/d/b.html?page=2", "http://www.site.test/d/b.html?page=3",
+        "http://www.site.test/d/x.html", "http://www.site.test/d/b.html",
+    ]  # fmt: skip
