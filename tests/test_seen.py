@@ -37,7 +37,7 @@ async def settle(seen: SeenSet, store: SQLiteStore, urls: list[NewURL]) -> list[
 
 
 async def test_false_positives_never_drop_a_new_url(store: SQLiteStore) -> None:
-    seen = SeenSet(store, expected_urls=10, error_rate=0.5)
+    seen = SeenSet(store, expected_urls=10, error_rate=0.5, known_cache=0)
     known = [new_url(n) for n in range(300)]
     assert await settle(seen, store, known) == known
 
@@ -51,7 +51,7 @@ async def test_false_positives_never_drop_a_new_url(store: SQLiteStore) -> None:
 
 
 async def test_the_unique_count_is_exact(store: SQLiteStore) -> None:
-    seen = SeenSet(store, expected_urls=10, error_rate=0.5)
+    seen = SeenSet(store, expected_urls=10, error_rate=0.5, known_cache=0)
     total_new = 0
     for start in range(0, 400, 50):
         batch = [new_url(n) for n in range(start, start + 100)]
@@ -62,7 +62,7 @@ async def test_the_unique_count_is_exact(store: SQLiteStore) -> None:
 
 
 async def test_duplicates_inside_one_batch_are_counted(store: SQLiteStore) -> None:
-    seen = SeenSet(store, expected_urls=10, error_rate=0.5)
+    seen = SeenSet(store, expected_urls=10, error_rate=0.5, known_cache=0)
     a, b = new_url(1), new_url(2)
     verdict = await seen.filter_new([a, b, a, a, b])
     assert verdict.new == [a, b]
@@ -71,7 +71,7 @@ async def test_duplicates_inside_one_batch_are_counted(store: SQLiteStore) -> No
 
 
 async def test_a_known_id_with_other_text_is_a_collision(store: SQLiteStore) -> None:
-    seen = SeenSet(store, expected_urls=10, error_rate=0.5)
+    seen = SeenSet(store, expected_urls=10, error_rate=0.5, known_cache=0)
     original = new_url(1)
     await settle(seen, store, [original])
     impostor = NewURL(id=original.id, url="http://a.test/other", host="a.test", depth=2)
@@ -101,3 +101,22 @@ async def test_definitely_new_urls_skip_the_store(store: SQLiteStore) -> None:
     assert len(verdict.new) == 50
     assert verdict.store_lookups == 0
     assert seen.bloom_bytes > 0
+
+
+async def test_confirmed_urls_are_answered_without_a_store_lookup(store: SQLiteStore) -> None:
+    seen = SeenSet(store, expected_urls=10_000, error_rate=0.01, known_cache=1_000)
+    known = [new_url(n) for n in range(200)]
+    await settle(seen, store, known)
+    verdict = await seen.filter_new([*known, new_url(200)])
+    assert verdict.new == [new_url(200)]
+    assert verdict.duplicates == 200
+    assert verdict.store_lookups <= 5  # only Bloom false positives among new URLs
+
+
+async def test_cached_id_with_other_text_is_settled_by_the_store(store: SQLiteStore) -> None:
+    seen = SeenSet(store, expected_urls=10_000, error_rate=0.01, known_cache=1_000)
+    original = new_url(1)
+    await settle(seen, store, [original])
+    impostor = NewURL(original.id, "http://a.test/other", "a.test", 1)
+    verdict = await seen.filter_new([impostor])
+    assert (verdict.new, verdict.collisions, verdict.store_lookups) == ([], 1, 1)

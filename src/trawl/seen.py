@@ -2,9 +2,13 @@
 
 The Bloom filter answers "definitely new" or "maybe seen". Definitely-new URLs go
 straight to the store's insert; maybe-seen ones are looked up in the store, which
-settles them exactly. Because the store's primary key is the URL hash and inserts are
-``ON CONFLICT DO NOTHING``, a wrong Bloom answer can never create a duplicate or lose a
-URL: the unique count always comes from the store.
+settles them exactly. Most links of a crawl point at pages already known (navigation,
+popular pages), so a bounded cache of ids the store has confirmed, each with a hash of
+its URL text, answers those without a look-up; it only ever says "known", and the
+store never forgets a URL, so it cannot make a duplicate or lose one. Because the store's
+primary key is the URL hash and inserts are ``ON CONFLICT DO NOTHING``, a wrong Bloom
+answer can never create a duplicate or lose a URL: the unique count always comes from
+the store.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ class SeenVerdict:
     store_lookups: int
 
 
+KNOWN_CACHE = 100_000
+"""Ids of URLs the store confirmed (or just received), kept to skip repeat look-ups."""
+
+
 def _identity(item: int) -> int:
     return item
 
@@ -34,9 +42,24 @@ def _identity(item: int) -> int:
 class SeenSet:
     """Exact URL de-duplication with a Bloom filter hint."""
 
-    def __init__(self, store: Store, expected_urls: int, error_rate: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        expected_urls: int,
+        error_rate: float,
+        known_cache: int = KNOWN_CACHE,
+    ) -> None:
         self._store = store
         self._bloom = Bloom(expected_urls, error_rate, hash_func=_identity)
+        self._known: dict[int, int] = {}
+        self._known_cache = known_cache
+
+    def _remember(self, uid: int, url: str) -> None:
+        if self._known_cache <= 0:
+            return
+        if len(self._known) >= self._known_cache:
+            self._known.clear()
+        self._known[uid] = hash(url)
 
     @property
     def bloom_bytes(self) -> int:
@@ -60,11 +83,13 @@ class SeenSet:
         """
         unique: dict[int, NewURL] = {}
         duplicates = 0
+        known_cache = self._known
         for candidate in candidates:
-            if candidate.id in unique:
+            uid = candidate.id
+            if uid in unique or known_cache.get(uid) == hash(candidate.url):
                 duplicates += 1
             else:
-                unique[candidate.id] = candidate
+                unique[uid] = candidate
         maybe = [uid for uid in unique if uid in self._bloom]
         collisions = 0
         if maybe:
@@ -72,8 +97,11 @@ class SeenSet:
             for uid, url in known.items():
                 if unique.pop(uid).url == url:
                     duplicates += 1
+                    self._remember(uid, url)
                 else:
                     collisions += 1
         new = list(unique.values())
         self._bloom.update(u.id for u in new)
+        for fresh in new:
+            self._remember(fresh.id, fresh.url)
         return SeenVerdict(new, duplicates, collisions, len(maybe))
