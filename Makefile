@@ -26,10 +26,13 @@ test: lint
 
 # Crawl benchmark (bench/): serves a generated site on loopback (nginx if installed) and
 # prints speed and correctness figures; exits non-zero only for wrong figures.
-.PHONY: bench bench-large
+.PHONY: bench bench-large bench-store
 
 bench: setup
 	$(BIN)/python -m bench.crawl --hosts 20 --pages 500
 
 bench-large: setup
 	$(BIN)/python -m bench.crawl --hosts 100 --pages 1000
+
+bench-store: setup
+	$(BIN)/python -m bench.store --urls 10000000
