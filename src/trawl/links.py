@@ -22,7 +22,7 @@ from trawl.urls import (
     host_key,
     normalize,
     normalize_resolved,
-    resolve,
+    resolve_against_serialized,
     url_hash,
 )
 
@@ -68,7 +68,7 @@ class LinkFilter:
             cached = self._cache.get(href)
             if cached is not None:
                 return cached
-        resolved = resolve(href, base)
+        resolved = resolve_against_serialized(href, base)
         if resolved is None:
             reason = normalize(href, base, self._rules)
             assert isinstance(reason, Rejection)

@@ -168,12 +168,57 @@ def _ada_href(href: str, base: str | None) -> str | None:
         return None
 
 
+_SIMPLE_RELATIVE = re.compile(
+    r"/?[A-Za-z0-9_~%-][A-Za-z0-9_~%./-]*(?:\?[A-Za-z0-9_~%.=&+-]*)?(?:#[A-Za-z0-9_~.-]*)?"
+)
+"""A relative href whose resolution needs no parsing: plain path characters, no dot
+segments or empty segments (checked apart), a simple query and fragment."""
+
+
+def _simple_join(href: str, base: str) -> str | None:
+    """The standard's resolution of a plain relative `href`, by string joining; None when
+    `href` or `base` is not plain enough for that (the caller then asks ada)."""
+    if (
+        not base.startswith(("http://", "https://"))
+        or _SIMPLE_RELATIVE.fullmatch(href) is None
+        or "/." in href
+        or href.startswith(".")
+        or "//" in href
+    ):
+        return None
+    authority = base.find("/", base.find("//") + 2)
+    if authority < 0:
+        return None
+    if href.startswith("/"):
+        return base[:authority] + href
+    end = len(base)
+    for mark in "?#":
+        found = base.find(mark, authority)
+        if 0 <= found < end:
+            end = found
+    return base[: base.rfind("/", authority, end) + 1] + href
+
+
 def resolve(href: str, base: str | None) -> str | None:
     """Resolve `href` against `base` per the WHATWG URL Standard; None when it fails.
 
     With no base, `href` must be absolute. No normalisation beyond the standard's own:
     credentials and fragment are kept.
     """
+    return _ada_href(href, base)
+
+
+def resolve_against_serialized(href: str, base: str | None) -> str | None:
+    """:func:`resolve` for a `base` that is already a WHATWG serialisation (a normalised
+    page URL, or :func:`resolve`'s own output).
+
+    Plain relative hrefs, most links of most pages, are then joined as strings, which
+    gives the standard's result without a parse; anything else goes to :func:`resolve`.
+    """
+    if base is not None:
+        joined = _simple_join(href, base)
+        if joined is not None:
+            return joined
     return _ada_href(href, base)
 
 
