@@ -107,6 +107,7 @@ class CrawlRunner:
         honour_nofollow: bool = True,
         data_dir: Path | None = None,
         expect_state: str = "done",
+        parse_workers: int = 0,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -126,6 +127,7 @@ class CrawlRunner:
             concurrency=concurrency,
             scope=scope or ScopeConfig(),
             honour_nofollow=honour_nofollow,
+            parse_workers=parse_workers,
             rng_seed=1,
         )
         async with build_engine(config) as crawler:

@@ -162,3 +162,12 @@ async def test_time_budget_stops_the_run_and_a_rerun_finishes(crawl: CrawlRunner
         assert first.summary.queued > 0
         final = await crawl(server, data_dir=first.data_dir)
     assert final.summary.discovered == len(server.site.ground_truth)
+
+
+async def test_parse_workers_give_the_same_crawl(crawl: CrawlRunner) -> None:
+    with SiteServer(lambda port: generate_site(port, hosts=4, pages_per_host=30, seed=3)) as server:
+        result = await crawl(server, parse_workers=1)
+        requested = page_requests(server)
+    site = server.site
+    assert set(result.rows) == site.ground_truth
+    assert all(requested[url] == expected_hits(site, url) for url in site.expected_fetches)

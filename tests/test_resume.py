@@ -175,3 +175,21 @@ def test_sigint_stops_gracefully_commits_and_resumes(server: SiteServer, tmp_pat
     final = run_to_end(command)
     assert_matches_ground_truth(server, stored_rows(tmp_path))
     assert final["discovered"] == len(server.site.ground_truth)
+
+
+def test_kill_9_leaves_no_parse_worker_behind(server: SiteServer, tmp_path: Path) -> None:
+    command = [*crawl_command(server, tmp_path, delay=0.02), "--parse-workers", "1"]
+    proc = start_and_wait(command, server, 30)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert len(children) == 1
+    worker = Path(f"/proc/{children[0]}")
+    assert b"worker_main" in (worker / "cmdline").read_bytes()
+    proc.kill()
+    proc.communicate(timeout=10)  # returns only once no process holds the output pipes
+    deadline = time.monotonic() + 10
+    while worker.exists() and b"worker_main" in (worker / "cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the parse worker outlived its crawl"
+        time.sleep(0.05)
+
+    final = run_to_end(command)
+    assert final["discovered"] == len(server.site.ground_truth)

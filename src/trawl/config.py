@@ -119,6 +119,7 @@ class CrawlConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     url_rules: NormalizeRules = DEFAULT_RULES
     concurrency: int = 64
+    parse_workers: int = 0
     user_agent: str = field(default_factory=lambda: default_user_agent(None))
     resolve: Mapping[str, str] = field(default_factory=dict)
     fresh: bool = False
@@ -128,6 +129,8 @@ class CrawlConfig:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
+        if self.parse_workers < 0:
+            raise UsageError("--parse-workers must not be negative")
 
 
 # Keys accepted in a TOML config file (the long option names, with - or _).
@@ -138,6 +141,7 @@ _CONFIG_KEYS = frozenset(
         "memory_queue", "expected_urls", "max_body", "max_redirects", "max_links",
         "connect_timeout", "timeout", "retry_base", "retry_cap", "retry_attempts",
         "strip_params", "ignore_nofollow", "response_factor", "max_delay", "seed",
+        "parse_workers",
     }
 )  # fmt: skip
 

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from trawl.committer import Committer
 from trawl.config import CrawlConfig
 from trawl.errors import UsageError
+from trawl.extract import ExtractPool
 from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchResult
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
-from trawl.parser import content_charset, is_html, parse_html, robots_header
+from trawl.parser import is_html
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import DISALLOW_ALL, agent_token
 from trawl.robots_gate import RobotsGate
@@ -44,7 +45,7 @@ from trawl.store.base import (
     Store,
 )
 from trawl.summary import Summary
-from trawl.urls import Rejection, normalize, resolve
+from trawl.urls import Rejection, normalize
 
 REFILL_PERIOD = 0.5
 
@@ -59,6 +60,17 @@ async def wait_event(event: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             await event.wait()
+
+
+def seeds_of(config: CrawlConfig) -> tuple[str, ...]:
+    """The normalised seeds of a crawl; a seed that cannot be crawled is a usage error."""
+    seeds: list[str] = []
+    for seed in config.seeds:
+        url = normalize(seed, None, config.url_rules)
+        if isinstance(url, Rejection):
+            raise UsageError(f"not a crawlable http(s) URL: {seed}")
+        seeds.append(url)
+    return tuple(seeds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,7 @@ class Crawler:
         config: CrawlConfig,
         store: Store,
         fetcher: Fetcher,
+        extract: ExtractPool,
         *,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
@@ -90,13 +103,11 @@ class Crawler:
         self._config = config
         self._store = store
         self._fetcher = fetcher
+        self._extract = extract
+        self._extracting = 0
         self._clock = clock
         self._rng = rng or random.Random(config.rng_seed)
-        seeds = [normalize(seed, None, config.url_rules) for seed in config.seeds]
-        bad = [config.seeds[i] for i, s in enumerate(seeds) if isinstance(s, Rejection)]
-        if bad:
-            raise UsageError(f"not a crawlable http(s) URL: {bad[0]}")
-        self._seeds = [s for s in seeds if isinstance(s, str)]
+        self._seeds = list(seeds_of(config))
         self._scope = Scope(
             self._seeds, config.scope.mode, config.scope.include, config.scope.exclude
         )
@@ -188,9 +199,13 @@ class Crawler:
                 return False
         return True
 
+    def _active(self) -> int:
+        """Requests in flight plus fetched pages not yet handed to the store."""
+        return self._scheduler.inflight + self._extracting + self._committer.pending
+
     async def finished(self) -> bool:
         """Nothing buffered, in flight, waiting to commit, being claimed, or queued in the store."""
-        busy = self._scheduler.inflight or self._scheduler.buffered or self._committer.pending
+        busy = self._scheduler.buffered or self._active()
         if busy or self._frontier.refilling:
             return False
         return (await self._store.counters()).get("queued", 0) == 0
@@ -208,7 +223,7 @@ class Crawler:
             wait = REFILL_PERIOD
             # A fetch holds its slot until its result is committed, so a kill -9 can
             # lose (and a resume refetch) at most ``concurrency`` pages.
-            if self._scheduler.inflight + self._committer.pending < concurrency:
+            if self._active() < concurrency:
                 turn = self._scheduler.pop_ready()
                 if isinstance(turn, HostSlot):
                     self._dispatch(turn, group)
@@ -327,6 +342,7 @@ class Crawler:
                 )
             )  # fmt: skip
             batch.count("retries")
+            answered = False
         elif result.status is None or retryable:
             error = str(result.error) if result.error else f"http_{result.status}"
             batch.outcomes.append(
@@ -339,13 +355,23 @@ class Crawler:
             batch.count(f"error:{error}")
             if result.status is not None:
                 batch.count(f"status_{result.status // 100}xx")
+            answered = False
         else:
-            batch.outcomes.append(self._fetched(url, result, wall, attempts, batch))
+            answered = True
+        # The host's turn ends with the response; link extraction (possibly on another
+        # core) is not the host's business. The page still counts against the global
+        # cap until its result is handed to the committer.
         self._scheduler.finished(slot, result.elapsed, extra_wait)
         self._wake.set()
+        if answered:
+            self._extracting += 1
+            try:
+                batch.outcomes.append(await self._fetched(url, result, wall, attempts, batch))
+            finally:
+                self._extracting -= 1
         await self._committer.submit(batch)
 
-    def _fetched(
+    async def _fetched(
         self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
     ) -> Outcome:
         status = result.status or 0
@@ -356,7 +382,13 @@ class Crawler:
         if 300 <= status < 400 and result.location:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and result.body:
-            canonical = self._discover(url, result, batch)
+            found = await self._extract.extract(
+                url.url, url.depth + 1, result.body, result.content_type, result.robots_tags
+            )
+            canonical = found.canonical
+            batch.new_urls.extend(found.links)
+            for name, value in found.counters.items():
+                batch.count(name, value)
         elif status == 200:
             batch.count("not_parsed")
         if result.truncated:
@@ -382,28 +414,3 @@ class Crawler:
         if candidate is not None:
             batch.new_urls.append(candidate)
         return target
-
-    def _discover(self, url: QueuedURL, result: FetchResult, batch: CommitBatch) -> str | None:
-        """Queue the page's links; return its normalised ``<link rel=canonical>``, if any."""
-        honour = self._config.honour_nofollow
-        page = parse_html(
-            result.body,
-            agent_token=self._agent,
-            honour_nofollow=honour,
-            max_links=self._config.limits.max_links,
-            charset=content_charset(result.content_type),
-        )
-        base = url.url
-        if page.base_href:
-            base = resolve(page.base_href, url.url) or url.url
-        canonical = None
-        if page.canonical:
-            found = normalize(page.canonical, base, self._config.url_rules)
-            canonical = found if isinstance(found, str) else None
-        _, nofollow_header = robots_header(result.robots_tags, self._agent)
-        if honour and (page.nofollow or nofollow_header):
-            batch.count("nofollow_pages")
-            return canonical
-        batch.count("nofollow_links", page.nofollow_links)
-        batch.new_urls.extend(self._links.page_links(page.links, base, url.depth + 1, batch))
-        return canonical

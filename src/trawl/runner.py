@@ -21,10 +21,12 @@ import uvloop
 from rich.console import Console
 
 from trawl.config import CrawlConfig
-from trawl.engine import Crawler
+from trawl.engine import Crawler, seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
+from trawl.extract import ExtractPool, ExtractSettings
 from trawl.fetcher import Fetcher
 from trawl.progress import show_progress
+from trawl.robots import agent_token
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.summary import Summary
 
@@ -56,9 +58,18 @@ def remove_crawl(data_dir: Path) -> None:
 
 @contextlib.asynccontextmanager
 async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
-    """Open the store and fetcher for ``config`` and wire a crawler over them."""
+    """Open the store, fetcher and extract workers for ``config``; wire a crawler over them."""
+    settings = ExtractSettings(
+        seeds=seeds_of(config),
+        scope=config.scope,
+        rules=config.url_rules,
+        agent=agent_token(config.user_agent),
+        honour_nofollow=config.honour_nofollow,
+        max_links=config.limits.max_links,
+    )
     async with (
         SQLiteStore(config.data_dir) as store,
+        ExtractPool(settings, config.parse_workers) as extract,
         Fetcher(
             user_agent=config.user_agent,
             timeouts=config.timeouts,
@@ -67,7 +78,7 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
             concurrency=config.concurrency,
         ) as fetcher,
     ):
-        yield Crawler(config, store, fetcher)
+        yield Crawler(config, store, fetcher, extract)
 
 
 async def _run(config: CrawlConfig, console: Console | None) -> Summary:

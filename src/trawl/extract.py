@@ -1,0 +1,229 @@
+"""The extract stage: a fetched HTML page in, its canonical URL and link candidates out.
+
+It joins the parser and the URL filter, the two most CPU-hungry steps of a crawl, into
+one pure function of the page, so it can run in a worker process on another core.
+``ExtractPool`` runs it there (``workers`` >= 1) or in the crawl's own process
+(``workers`` = 0). A worker is a plain child process fed through its standard input and
+answering on its standard output (length-prefixed pickles, answers in order). Workers
+ignore SIGINT (the crawl process decides how to stop) and exit at end of input, which
+comes when the crawl closes the pipe or dies, even by kill -9: nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import signal
+import struct
+import sys
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, BinaryIO, Self
+
+from trawl.config import ScopeConfig
+from trawl.links import LinkFilter
+from trawl.parser import content_charset, parse_html, robots_header
+from trawl.scope import Scope
+from trawl.store.base import CommitBatch, NewURL
+from trawl.urls import NormalizeRules, normalize, resolve
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractSettings:
+    """Everything the extract stage needs, small enough to send to a worker."""
+
+    seeds: tuple[str, ...]
+    scope: ScopeConfig
+    rules: NormalizeRules
+    agent: str
+    honour_nofollow: bool
+    max_links: int
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What one page yielded: its canonical URL, its link candidates, its counters."""
+
+    canonical: str | None
+    links: list[NewURL]
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+class Extractor:
+    """Parses a page and filters its links (one per process: its caches are local)."""
+
+    def __init__(self, settings: ExtractSettings) -> None:
+        self._settings = settings
+        scope = Scope(settings.seeds, settings.scope.mode, settings.scope.include,
+                      settings.scope.exclude)  # fmt: skip
+        self._links = LinkFilter(scope, settings.rules)
+
+    def extract(
+        self,
+        url: str,
+        depth: int,
+        body: bytes,
+        content_type: str | None,
+        robots_tags: Sequence[str],
+    ) -> Extracted:
+        """Links of the page at ``url`` (found at ``depth`` - 1) and its canonical URL."""
+        s = self._settings
+        page = parse_html(
+            body,
+            agent_token=s.agent,
+            honour_nofollow=s.honour_nofollow,
+            max_links=s.max_links,
+            charset=content_charset(content_type),
+        )
+        base = url
+        if page.base_href:
+            base = resolve(page.base_href, url) or url
+        canonical = None
+        if page.canonical:
+            found = normalize(page.canonical, base, s.rules)
+            canonical = found if isinstance(found, str) else None
+        batch = CommitBatch()
+        _, nofollow_header = robots_header(robots_tags, s.agent)
+        if s.honour_nofollow and (page.nofollow or nofollow_header):
+            batch.count("nofollow_pages")
+            return Extracted(canonical, [], batch.counters)
+        batch.count("nofollow_links", page.nofollow_links)
+        links = self._links.page_links(page.links, base, depth, batch)
+        return Extracted(canonical, links, batch.counters)
+
+
+_FRAME = struct.Struct(">I")
+
+
+def _frame(payload: object) -> bytes:
+    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME.pack(len(data)) + data
+
+
+def _write_frame(stream: BinaryIO, payload: object) -> None:
+    stream.write(_frame(payload))
+    stream.flush()
+
+
+def _read_frame(stream: BinaryIO) -> object | None:
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    (size,) = _FRAME.unpack(head)
+    loaded: object = pickle.loads(stream.read(size))
+    return loaded
+
+
+def worker_main() -> None:
+    """A worker process: settings first (answered "ready"), then one page per frame,
+    answered in order.
+
+    It reads its standard input until end of file, which comes when the crawl closes the
+    pipe or dies (even by kill -9), so a worker never outlives its crawl.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    settings = _read_frame(stdin)
+    if not isinstance(settings, ExtractSettings):
+        return
+    extractor = Extractor(settings)
+    _write_frame(stdout, "ready")
+    while isinstance(job := _read_frame(stdin), tuple):
+        _write_frame(stdout, extractor.extract(*job))
+
+
+class _Worker:
+    """One worker process and the answers it still owes, in order."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.reader = asyncio.create_task(self._read_answers())
+
+    async def _read_answers(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        try:
+            while True:
+                head = await stdout.readexactly(_FRAME.size)
+                (size,) = _FRAME.unpack(head)
+                answer = pickle.loads(await stdout.readexactly(size))
+                self.waiting.popleft().set_result(answer)
+        except asyncio.IncompleteReadError:
+            error = RuntimeError("a link-extraction worker stopped")
+            while self.waiting:
+                self.waiting.popleft().set_exception(error)
+
+    async def send(self, payload: object) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.write(_frame(payload))
+        await stdin.drain()
+
+
+class ExtractPool:
+    """Runs the extract stage in ``workers`` processes, or inline when ``workers`` is 0."""
+
+    def __init__(self, settings: ExtractSettings, workers: int) -> None:
+        self._inline = Extractor(settings) if workers == 0 else None
+        self._settings = settings
+        self._count = workers
+        self._workers: list[_Worker] = []
+
+    async def __aenter__(self) -> Self:
+        readiness: list[asyncio.Future[Any]] = []
+        for _ in range(self._count):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", "from trawl.extract import worker_main; worker_main()",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            worker = _Worker(process)
+            self._workers.append(worker)
+            ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            worker.waiting.append(ready)
+            readiness.append(ready)
+            await worker.send(self._settings)
+        # Wait until every worker has loaded its code, so the crawl never waits on that.
+        await asyncio.gather(*readiness)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop the workers (they exit at end of input); safe to call more than once."""
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            if worker.process.stdin is not None:
+                worker.process.stdin.close()
+        for worker in workers:
+            await worker.process.wait()
+            await worker.reader
+
+    async def extract(
+        self,
+        url: str,
+        depth: int,
+        body: bytes,
+        content_type: str | None,
+        robots_tags: Sequence[str],
+    ) -> Extracted:
+        """Extract one page, on the least busy worker when there are workers."""
+        if self._inline is not None:
+            return self._inline.extract(url, depth, body, content_type, robots_tags)
+        if not self._workers:
+            raise RuntimeError("ExtractPool used outside its context")
+        worker = min(self._workers, key=lambda w: len(w.waiting))
+        answer: asyncio.Future[Extracted] = asyncio.get_running_loop().create_future()
+        worker.waiting.append(answer)
+        await worker.send((url, depth, body, content_type, tuple(robots_tags)))
+        return await answer
