@@ -4,13 +4,14 @@
       -> host scheduler (ready-time heap, per-host slots)
       -> robots gate (fetched once per host, cached 24 h in the store)
       -> fetcher (one GET, no automatic redirects, capped)
-      -> parser + URL filter (links, redirects' targets)
+      -> extract stage (parser + URL filter, inline or in child processes;
+                        redirect targets go through the URL filter here)
       -> committer (seen-set, one transaction per batch) -> store
 
 One ``asyncio.TaskGroup`` owns the committer, the refill loop and every fetch. The
 dispatcher (``_dispatch_loop``) is the only place that decides what to fetch next; the
-crawl is finished when :meth:`Crawler.finished` says so: nothing buffered, nothing in
-flight, nothing waiting to commit, nothing queued in the store.
+crawl is finished when :meth:`Crawler.finished` says so: nothing buffered, in flight,
+being extracted, waiting to commit, being claimed, or queued in the store.
 """
 
 from __future__ import annotations
