@@ -19,12 +19,12 @@ import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, BinaryIO, Self
 
 from trawl.config import ScopeConfig
 from trawl.links import LinkFilter
 from trawl.parser import content_charset, parse_html, robots_header
+from trawl.resource import AsyncResource
 from trawl.scope import Scope
 from trawl.store.base import CommitBatch, NewURL
 from trawl.urls import NormalizeRules, normalize, resolve
@@ -163,7 +163,7 @@ class _Worker:
         await stdin.drain()
 
 
-class ExtractPool:
+class ExtractPool(AsyncResource):
     """Runs the extract stage in ``workers`` processes, or inline when ``workers`` is 0."""
 
     def __init__(self, settings: ExtractSettings, workers: int) -> None:
@@ -190,14 +190,6 @@ class ExtractPool:
         # Wait until every worker has loaded its code, so the crawl never waits on that.
         await asyncio.gather(*readiness)
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Stop the workers (they exit at end of input); safe to call more than once."""

@@ -18,7 +18,6 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Protocol, Self
 
 import aiohttp
@@ -27,6 +26,7 @@ import yarl
 
 from trawl.config import Timeouts
 from trawl.resolver import OverrideResolver
+from trawl.resource import AsyncResource
 
 CHUNK = 64 * 1024
 BodyFilter = Callable[[str | None, bytes], bool]
@@ -147,7 +147,7 @@ def _error_class(exc: BaseException) -> FetchError:
     return FetchError.PROTOCOL
 
 
-class Fetcher:
+class Fetcher(AsyncResource):
     """An aiohttp session configured for polite, bounded crawling."""
 
     def __init__(
@@ -187,14 +187,6 @@ class Fetcher:
             cookie_jar=aiohttp.DummyCookieJar(),
         )
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the session and its connections; safe to call more than once."""

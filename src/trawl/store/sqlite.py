@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from trawl.errors import StoreError
+from trawl.resource import AsyncResource
 from trawl.store.base import (
     CommitBatch,
     CommitResult,
@@ -36,7 +36,7 @@ _IN_CHUNK = 500
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1  # ids per "IN (...)" list, below SQLite's variable limit
 
 
-class SQLiteStore:
+class SQLiteStore(AsyncResource):
     """Store engine on a local SQLite database in ``data_dir``."""
 
     def __init__(self, data_dir: Path, *, readonly: bool = False) -> None:
@@ -49,14 +49,6 @@ class SQLiteStore:
     async def __aenter__(self) -> Self:
         await self._run(self._open)
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the connection; safe to call more than once."""
