@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from conftest import CrawlRunner, expected_hits, page_requests, robots_requests
 from trawl.config import Limits, Politeness, ScopeConfig
+from trawl.extract import parse_workers
 from trawl.scope import ScopeMode
 from trawl.store.sqlite import DB_NAME
 from trawl.testsite import Response, Site, SiteServer, generate_site, route_key
@@ -171,3 +174,13 @@ async def test_parse_workers_give_the_same_crawl(crawl: CrawlRunner) -> None:
     site = server.site
     assert set(result.rows) == site.ground_truth
     assert all(requested[url] == expected_hits(site, url) for url in site.expected_fetches)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "cores", "expected"),
+    [(None, 1, 0), (None, 2, 1), (None, 3, 2), (None, 64, 2), (0, 8, 0), (5, 2, 5)],
+)
+def test_parse_workers_default_to_the_spare_cores(
+    wanted: int | None, cores: int, expected: int
+) -> None:
+    assert parse_workers(wanted, cores) == expected

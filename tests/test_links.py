@@ -70,3 +70,21 @@ def test_query_and_fragment_hrefs_are_resolved_against_the_whole_page() -> None:
         "http://www.site.test/d/b.html?page=2", "http://www.site.test/d/b.html?page=3",
         "http://www.site.test/d/x.html", "http://www.site.test/d/b.html",
     ]  # fmt: skip
+
+
+def test_scheme_relative_and_upper_case_hrefs_keep_their_page_meaning_when_cached() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    urls: list[str | None] = []
+    for page in ("http://www.site.test/a/", "https://www.site.test/b/", "http://www.site.test/c/"):
+        for href in ("//www.site.test/x", "HTTP://WWW.SITE.TEST/y", "http:z", "../up"):
+            candidate = link_filter.candidate(href, page, 1, batch)
+            urls.append(None if candidate is None else candidate.url)
+    # "http:z" is relative on an http page but names host z from an https one.
+    assert urls == [
+        "http://www.site.test/x", "http://www.site.test/y",
+        "http://www.site.test/a/z", "http://www.site.test/up",
+        "https://www.site.test/x", "http://www.site.test/y",
+        None, "https://www.site.test/up",
+        "http://www.site.test/x", "http://www.site.test/y",
+        "http://www.site.test/c/z", "http://www.site.test/up",
+    ]  # fmt: skip

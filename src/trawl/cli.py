@@ -47,9 +47,9 @@ _CRAWL_OPTIONS = [
     click.option("--max-pages", type=int, help="Stop after this many fetches in total."),
     click.option("--max-time", type=float, help="Stop after this many seconds."),
     click.option("--concurrency", type=int, default=64, help="Requests in flight overall."),
-    click.option("--parse-workers", type=int, default=0,
-                 help="Child processes that parse pages and filter links "
-                      "(default 0: in the crawl process)."),
+    click.option("--parse-workers", type=int, default=None,
+                 help="Child processes that parse pages and filter links; 0 keeps that "
+                      "work in the crawl process (default: one per spare core, at most 2)."),
     click.option("--per-host", type=int, default=1, help="Requests in flight per host."),
     click.option("--delay", type=float, default=1.0,
                  help="Minimum seconds between requests to one host."),
@@ -157,7 +157,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         ),
         url_rules=rules,
         concurrency=int(values["concurrency"]),
-        parse_workers=int(values["parse_workers"]),
+        parse_workers=_optional(int, values.get("parse_workers")),
         user_agent=values.get("user_agent") or default_user_agent(values.get("contact")),
         resolve=parse_resolve(list(_strings(resolve))),
         fresh=bool(values.get("fresh")),

@@ -119,7 +119,7 @@ class CrawlConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     url_rules: NormalizeRules = DEFAULT_RULES
     concurrency: int = 64
-    parse_workers: int = 0
+    parse_workers: int | None = None
     user_agent: str = field(default_factory=lambda: default_user_agent(None))
     resolve: Mapping[str, str] = field(default_factory=dict)
     fresh: bool = False
@@ -129,7 +129,7 @@ class CrawlConfig:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
-        if self.parse_workers < 0:
+        if self.parse_workers is not None and self.parse_workers < 0:
             raise UsageError("--parse-workers must not be negative")
 
 

@@ -12,6 +12,7 @@ comes when the crawl closes the pipe or dies, even by kill -9: nothing is left b
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import signal
 import struct
@@ -92,6 +93,20 @@ class Extractor:
         batch.count("nofollow_links", page.nofollow_links)
         links = self._links.page_links(page.links, base, depth, batch)
         return Extracted(canonical, links, batch.counters)
+
+
+MAX_AUTO_WORKERS = 2
+"""The crawl process itself saturates one core at about this many workers' output."""
+
+
+def parse_workers(wanted: int | None, cores: int | None = None) -> int:
+    """How many extract workers to run: ``wanted`` if given, else one per core this process
+    may use beyond its own, at most :data:`MAX_AUTO_WORKERS`."""
+    if wanted is not None:
+        return wanted
+    if cores is None:
+        cores = len(os.sched_getaffinity(0))
+    return max(0, min(MAX_AUTO_WORKERS, cores - 1))
 
 
 _FRAME = struct.Struct(">I")

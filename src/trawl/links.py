@@ -6,8 +6,9 @@ in the batch under its reason (``invalid:<reason>``, ``off_scope``, ``excluded``
 the survivors become :class:`NewURL` candidates for the seen-set.
 
 This is the hottest code of a crawl (tens of links per page), so verdicts are cached:
-by the raw href when it is absolute (its meaning does not depend on the page), and by
-the WHATWG-resolved URL otherwise. The cache is bounded; it is emptied when full.
+by the raw href when its meaning does not depend on the page's path (absolute, or
+scheme-relative with the page's scheme prefixed), and by the WHATWG-resolved URL
+otherwise. The cache is bounded; it is emptied when full.
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ from trawl.urls import (
 
 CACHE_SIZE = 50_000
 _ABSOLUTE = ("http://", "https://")
+
+
+def _absolute_key(href: str, base: str | None) -> str | None:
+    """A cache key for an href whose meaning does not depend on the page's path: an
+    absolute http(s) URL in any letter case, or a scheme-relative ``//host/...`` (which
+    depends only on the page's scheme); None for any other href."""
+    if href.startswith(_ABSOLUTE):
+        return href
+    if href.startswith("//") and base is not None and base.startswith(_ABSOLUTE):
+        return ("https:" if base[4] == "s" else "http:") + href
+    if href[:1] in ("H", "h") and href[:8].lower().startswith(_ABSOLUTE):
+        return href
+    return None
+
 
 Accepted = tuple[int, str, str]
 """An in-scope URL: (id, normalised URL, host key)."""
@@ -63,9 +78,9 @@ class LinkFilter:
         self._cache[key] = entry
 
     def _verdict(self, href: str, base: str | None) -> Accepted | Dropped:
-        absolute = href.startswith(_ABSOLUTE)
-        if absolute:
-            cached = self._cache.get(href)
+        key = _absolute_key(href, base)
+        if key is not None:
+            cached = self._cache.get(key)
             if cached is not None:
                 return cached
         resolved = resolve_against_serialized(href, base)
@@ -77,8 +92,8 @@ class LinkFilter:
         if entry is None:
             entry = self._judge(resolved)
             self._remember(resolved, entry)
-        if absolute:
-            self._remember(href, entry)
+        if key is not None:
+            self._remember(key, entry)
         return entry
 
     def candidate(

@@ -23,7 +23,7 @@ from rich.console import Console
 from trawl.config import CrawlConfig
 from trawl.engine import Crawler, seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
-from trawl.extract import ExtractPool, ExtractSettings
+from trawl.extract import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetcher import Fetcher
 from trawl.progress import show_progress
 from trawl.robots import agent_token
@@ -69,7 +69,7 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
     )
     async with (
         SQLiteStore(config.data_dir) as store,
-        ExtractPool(settings, config.parse_workers) as extract,
+        ExtractPool(settings, parse_workers(config.parse_workers)) as extract,
         Fetcher(
             user_agent=config.user_agent,
             timeouts=config.timeouts,

@@ -168,35 +168,58 @@ def _ada_href(href: str, base: str | None) -> str | None:
         return None
 
 
-_SIMPLE_RELATIVE = re.compile(
-    r"/?[A-Za-z0-9_~%-][A-Za-z0-9_~%./-]*(?:\?[A-Za-z0-9_~%.=&+-]*)?(?:#[A-Za-z0-9_~.-]*)?"
+_PLAIN_RELATIVE = re.compile(
+    r"(?P<path>[A-Za-z0-9_~%./-]+)(?P<rest>(?:\?[A-Za-z0-9_~%.=&+-]*)?(?:#[A-Za-z0-9_~.-]*)?)"
 )
-"""A relative href whose resolution needs no parsing: plain path characters, no dot
-segments or empty segments (checked apart), a simple query and fragment."""
+"""A relative href whose resolution needs no parsing: a path of plain characters (dot
+segments are resolved by :func:`_join_segments`), a plain query and fragment."""
+
+
+def _join_segments(base_path: list[str], path: str) -> str:
+    """The standard's path state for a plain `path` against a base path's segments:
+    ``.`` and ``..`` segments resolved, a trailing one leaving an empty segment."""
+    out = [] if path.startswith("/") else base_path[:-1]
+    segments = path[1:].split("/") if path.startswith("/") else path.split("/")
+    last = len(segments) - 1
+    for index, segment in enumerate(segments):
+        if segment == "..":
+            if out:
+                out.pop()
+            if index == last:
+                out.append("")
+        elif segment == ".":
+            if index == last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
 
 
 def _simple_join(href: str, base: str) -> str | None:
     """The standard's resolution of a plain relative `href`, by string joining; None when
     `href` or `base` is not plain enough for that (the caller then asks ada)."""
-    if (
-        not base.startswith(("http://", "https://"))
-        or _SIMPLE_RELATIVE.fullmatch(href) is None
-        or "/." in href
-        or href.startswith(".")
-        or "//" in href
-    ):
+    if not base.startswith(("http://", "https://")) or href.startswith("//"):
+        return None
+    match = _PLAIN_RELATIVE.fullmatch(href)
+    # Percent-encoded dots still make dot segments; leave those to ada.
+    if match is None or "%2e" in href or "%2E" in href:
         return None
     authority = base.find("/", base.find("//") + 2)
     if authority < 0:
         return None
-    if href.startswith("/"):
+    path = match["path"]
+    dotted = path.startswith(".") or "/." in path
+    if path.startswith("/") and not dotted:
         return base[:authority] + href
     end = len(base)
     for mark in "?#":
         found = base.find(mark, authority)
         if 0 <= found < end:
             end = found
-    return base[: base.rfind("/", authority, end) + 1] + href
+    if not dotted:
+        return base[: base.rfind("/", authority, end) + 1] + href
+    base_path = base[authority + 1 : end].split("/")
+    return base[:authority] + _join_segments(base_path, path) + match["rest"]
 
 
 def resolve(href: str, base: str | None) -> str | None:
