@@ -4,10 +4,11 @@ prints speed and correctness figures.
     python -m bench.crawl --hosts 20 --pages 500 [--server nginx|builtin] [--json]
 
 trawl runs as a child process (``trawl crawl ... --delay 0 --per-host 1 --fresh``) with
-every host mapped to 127.0.0.1 through ``--resolve``; its CPU time and peak RSS come from
-``os.wait4``. Speed is reported, never judged. The exit status is 1 when a correctness
-figure is wrong: trawl failed, the unique count or the set of fetched URLs differs from
-the ground truth, a URL was fetched twice, or a host had more requests in flight than
+every host mapped to 127.0.0.1 through ``--resolve``. Its CPU time, its extract workers'
+included, comes from ``os.wait4``; its peak RSS from sampling the whole process tree.
+Speed is reported, never judged. The exit status is 1 when a correctness figure is
+wrong: trawl failed, the unique count or the set of fetched URLs differs from the ground
+truth, a URL was fetched twice, or a host had more requests in flight than
 ``--per-host`` allows.
 """
 
@@ -22,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -119,7 +121,7 @@ class BenchResult:
             ("pages/s (crawl loop)", f"{self.crawl_pages_per_second:.1f}"),
             ("links checked/s", f"{self.links_per_second:.0f} ({self.links_checked} links)"),
             ("CPU ms/page", f"{self.cpu_ms_per_page:.3f}"),
-            ("peak RSS", f"{self.peak_rss_mb:.1f} MB"),
+            ("peak RSS", f"{self.peak_rss_mb:.1f} MB (crawl and extract workers)"),
             (
                 "unique URLs",
                 f"{self.unique_discovered} (ground truth {self.ground_truth_discovered})",
@@ -154,16 +156,51 @@ def _link_counters(data_dir: Path) -> dict[str, int]:
         return {name: int(value) for name, value in db.execute("SELECT name, value FROM counters")}
 
 
+def tree_rss(pid: int) -> int:
+    """Resident bytes of process ``pid`` and all its descendants (0 once it is gone)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as children:
+                total += sum(tree_rss(int(child)) for child in children.read().split())
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total
+
+
+class RssSampler(threading.Thread):
+    """Samples the resident size of a process tree until stopped; ``peak`` is the most
+    seen at once (crawl process and its extract workers together)."""
+
+    def __init__(self, pid: int, period: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.period, self.peak = pid, period, 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.period):
+            self.peak = max(self.peak, tree_rss(self.pid))
+
+
 def _run_trawl(
     command: Sequence[str], errors: Path
 ) -> tuple[int, dict[str, object], float, float, float]:
-    """Run trawl; (exit code, JSON summary, wall s, CPU s, peak RSS bytes)."""
+    """Run trawl; (exit code, JSON summary, wall s, CPU s of it and its workers, peak RSS
+    bytes of it and its workers together)."""
     start = time.perf_counter()
     with errors.open("wb") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
+    sampler = RssSampler(process.pid)
+    sampler.start()
     assert process.stdout is not None
     out = process.stdout.read()
     process.stdout.close()
+    sampler.done.set()
+    sampler.join()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -176,7 +213,7 @@ def _run_trawl(
         summary,
         wall,
         usage.ru_utime + usage.ru_stime,
-        usage.ru_maxrss * 1024.0,
+        float(max(sampler.peak, usage.ru_maxrss * 1024)),
     )
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -19,7 +21,7 @@ from bench.accesslog import (
     page_requests,
     parse_log,
 )
-from bench.crawl import BenchResult, run_bench
+from bench.crawl import BenchResult, run_bench, tree_rss
 from bench.servers import free_port
 from bench.site import DOMAIN, GroundTruth, SiteParams, ensure_site
 
@@ -193,3 +195,19 @@ def test_the_command_exits_nonzero_only_for_wrong_figures(tmp_path: Path) -> Non
     )
     assert capped.returncode == 1
     assert "unique" in capped.stdout
+
+
+def test_tree_rss_counts_child_processes() -> None:
+    hog = "b = bytearray(64 * 2**20); import sys; sys.stdin.read()"
+    alone = tree_rss(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", hog], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while tree_rss(child.pid) < 64 * 2**20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tree_rss(os.getpid()) >= alone + 64 * 2**20
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
+    assert tree_rss(child.pid) == 0
