@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from bench.site import TRACKING_PARAMS
+from trawl.soft404 import PROBE_PREFIX
 
 __all__ = [
     "LogRecord",
@@ -72,9 +73,12 @@ def canonical_url(host: str, uri: str, port: int) -> str:
 
 
 def page_requests(records: Iterable[LogRecord], port: int) -> Counter[str]:
-    """Requests per page URL in ground-truth spelling, robots.txt left out."""
+    """Requests per page URL in ground-truth spelling, robots.txt and trawl's soft-404
+    probe left out."""
     return Counter(
-        canonical_url(r.host, r.uri, port) for r in records if urlsplit(r.uri).path != ROBOTS_PATH
+        canonical_url(r.host, r.uri, port)
+        for r in records
+        if urlsplit(r.uri).path != ROBOTS_PATH and not r.uri.startswith(PROBE_PREFIX)
     )
 
 

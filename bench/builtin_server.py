@@ -1,6 +1,7 @@
 """The built-in server: serves a generated site's files by Host header, like the nginx config.
 
-Run as ``python -m bench.builtin_server ROOT PORT LOG``. It answers on 127.0.0.1 only,
+Run as ``python -m bench.builtin_server ROOT PORT LOG [ADDRESS,...]``. It answers on the
+given loopback addresses (127.0.0.1 by default) only,
 applies ``ROOT/redirects.json``, serves ``ROOT/hosts/<host>/<path>`` (``index.html`` for a
 path ending in ``/``), answers 404 otherwise, and logs each request in nginx's bench format
 after its last byte is handed to the socket. SIGTERM or SIGINT stop it and flush the log.
@@ -71,10 +72,11 @@ def make_app(root: Path, log: TextIO) -> web.Application:
 def main(argv: list[str]) -> None:
     """Serve until SIGTERM or SIGINT."""
     root, port, log_path = Path(argv[0]), int(argv[1]), Path(argv[2])
+    addresses = argv[3].split(",") if len(argv) > 3 else ["127.0.0.1"]
     log = log_path.open("a", encoding="utf-8", buffering=1 << 16)
     web.run_app(
         make_app(root, log),
-        host="127.0.0.1",
+        host=addresses,
         port=port,
         print=None,
         access_log=None,

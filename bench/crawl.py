@@ -31,7 +31,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.accesslog import LogRecord, duplicate_gets, max_inflight_per_host, page_requests
-from bench.servers import free_port, nginx_available, port_is_free, serve
+from bench.servers import free_port, host_addresses, nginx_available, port_is_free, serve
 from bench.site import GroundTruth, SiteParams, ensure_site
 
 __all__ = ["BenchResult", "Machine", "default_work_dir", "main", "run_bench"]
@@ -241,8 +241,9 @@ def run_bench(
         run = Path(tmp)
         data = run / "trawl-data"
         command = [str(trawl), "crawl", *truth.seeds]
-        for host in truth.hosts:
-            command += ["--resolve", f"{host}=127.0.0.1"]
+        for host, address in host_addresses(truth.hosts).items():
+            command += ["--resolve", f"{host}={address}"]
+        command += ["--allow-network", "127.0.0.0/8"]
         command += ["--delay", "0", "--per-host", str(per_host), "--concurrency", str(concurrency)]
         command += ["--no-progress", "--json", "--fresh", "--data-dir", str(data), *extra]
         with serve(site, truth.hosts, port, run / "server", kind) as served:

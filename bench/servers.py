@@ -1,4 +1,4 @@
-"""Serve a generated site on 127.0.0.1: nginx when installed, else the built-in server.
+"""Serve a generated site on loopback: nginx when installed, else the built-in server.
 
 `serve` is one context manager for both. It starts the server as a child process in a
 fresh run directory, waits until the port accepts connections, and on exit stops it
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.accesslog import LogRecord, parse_log
+from trawl.testsite.server import loopback_address
 
 __all__ = ["ServedSite", "free_port", "nginx_available", "nginx_config", "port_is_free", "serve"]
 
@@ -59,6 +60,12 @@ def free_port() -> int:
     return port
 
 
+def host_addresses(hosts: Sequence[str]) -> dict[str, str]:
+    """Each host's own loopback address (127.0.0.1, 127.0.0.2, ...), as trawl's test
+    server gives them: separate servers to trawl's per-address limit."""
+    return {host: loopback_address(index) for index, host in enumerate(hosts)}
+
+
 def nginx_config(
     site: Path,
     hosts: Sequence[str],
@@ -88,12 +95,14 @@ def nginx_config(
             f"    {name}_temp_path {run}/tmp/{name};"
             for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
         ),
-        f"    server {{ listen {LOOPBACK}:{port} default_server; return 404; }}",
     ]
+    addresses = host_addresses(hosts)
+    for address in sorted(set(addresses.values())):
+        lines.append(f"    server {{ listen {address}:{port} default_server; return 404; }}")
     for host in hosts:
         lines += [
             "    server {",
-            f"        listen {LOOPBACK}:{port};",
+            f"        listen {addresses[host]}:{port};",
             f"        server_name {host};",
             f"        root {site}/hosts/{host};",
             "        index index.html;",
@@ -140,7 +149,9 @@ def serve(
         command = ["nginx", "-p", str(run), "-c", str(config), "-e", str(run / "error.log")]
         stop_signal, version = signal.SIGQUIT, _nginx_version()
     elif kind == "builtin":
-        command = [sys.executable, "-m", "bench.builtin_server", str(site), str(port), str(log)]
+        addresses = ",".join(sorted(set(host_addresses(hosts).values())))
+        command = [sys.executable, "-m", "bench.builtin_server", str(site), str(port), str(log),
+                   addresses]  # fmt: skip
         stop_signal, version = signal.SIGTERM, "aiohttp"
     else:
         raise ValueError(f"unknown server {kind!r}")

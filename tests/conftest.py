@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from trawl.config import CrawlConfig, Limits, Politeness, ScopeConfig, Timeouts
+from trawl.config import Breaker, CrawlConfig, IPNetwork, Limits, Politeness, ScopeConfig, Timeouts
 from trawl.retry import RetryPolicy
 from trawl.runner import build_engine
+from trawl.soft404 import PROBE_PREFIX
 from trawl.store.base import State
 from trawl.store.sqlite import DB_NAME
 from trawl.summary import Summary
@@ -101,32 +102,40 @@ class CrawlRunner:
         politeness: Politeness = FAST,
         limits: Limits | None = None,
         retry: RetryPolicy = FAST_RETRY,
+        breaker: Breaker | None = None,
         timeouts: Timeouts | None = None,
         concurrency: int = 64,
         scope: ScopeConfig | None = None,
         honour_nofollow: bool = True,
+        soft_404: bool = True,
         data_dir: Path | None = None,
         expect_state: str = "done",
         parse_workers: int = 0,
+        allow_networks: tuple[IPNetwork, ...] | None = None,
+        extra_resolve: Mapping[str, str] | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
         A given ``data_dir`` resumes the crawl stored there; the run must end in
-        ``expect_state``.
+        ``expect_state``. ``allow_networks`` replaces the server's loopback range;
+        ``extra_resolve`` maps more host names.
         """
         self._runs += 1
         data_dir = data_dir or self._base_dir / f"crawl-{self._runs}"
         config = CrawlConfig(
             seeds=server.site.seeds,
             data_dir=data_dir,
-            resolve=server.resolve_map(),
+            resolve={**server.resolve_map(), **(extra_resolve or {})},
+            allow_networks=server.allow_networks() if allow_networks is None else allow_networks,
             politeness=politeness,
             limits=limits or Limits(),
             retry=retry,
+            breaker=breaker or Breaker(),
             timeouts=timeouts or Timeouts(connect=2.0, total=10.0),
             concurrency=concurrency,
             scope=scope or ScopeConfig(),
             honour_nofollow=honour_nofollow,
+            soft_404=soft_404,
             parse_workers=parse_workers,
             rng_seed=1,
         )
@@ -142,13 +151,19 @@ def crawl(tmp_path: Path) -> CrawlRunner:
     return CrawlRunner(tmp_path)
 
 
+def is_page(path: str) -> bool:
+    """False for the requests a crawler makes of its own accord: robots.txt and the
+    soft-404 probe."""
+    return path != "/robots.txt" and not path.startswith(PROBE_PREFIX)
+
+
 def page_requests(server: SiteServer) -> Counter[str]:
-    """How often each URL other than robots.txt was requested, in ground-truth spelling."""
+    """How often each page was requested (see `is_page`), in ground-truth spelling."""
     site = server.site
     return Counter(
         canonical_url(site.url(record.host, record.path))
         for record in server.requests
-        if record.path != "/robots.txt"
+        if is_page(record.path)
     )
 
 

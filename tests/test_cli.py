@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import is_page
 from trawl.cli import main
 from trawl.exporter import COLUMNS
 from trawl.testsite import Site, SiteServer, generate_site
@@ -30,7 +31,7 @@ SUMMARY_KEYS = {
     "state", "discovered", "fetched", "queued", "status", "robots_blocked", "off_scope",
     "excluded", "invalid", "invalid_by_reason", "links", "duplicates", "redirects",
     "redirect_limit", "retries", "failed", "errors_by_class", "requests", "elapsed",
-    "pages_per_second",
+    "pages_per_second", "dns", "limits",
 }  # fmt: skip
 
 
@@ -95,8 +96,8 @@ def crawl_args(server: SiteServer, data_dir: Path, *extra: str, **settings: floa
 
 
 def page_gets(server: SiteServer) -> int:
-    """Page requests the server has answered (robots.txt aside)."""
-    return sum(1 for r in server.requests if r.path != "/robots.txt")
+    """Page requests the server has answered (robots.txt and the soft-404 probe aside)."""
+    return sum(1 for r in server.requests if is_page(r.path))
 
 
 @pytest.fixture(scope="module")

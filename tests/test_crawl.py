@@ -162,9 +162,9 @@ async def test_robots_rules_missing_robots_failing_robots_and_crawl_delay(
     assert (home.state, home.error) == (State.BLOCKED, "robots_unavailable")
 
     # Crawl-delay spaces that host's requests; a host without one is not held back.
-    assert len(delayed_gaps) == 5
+    assert len(delayed_gaps) == 6  # the soft-404 probe, then six pages
     assert min(delayed_gaps) >= CRAWL_DELAY - TOLERANCE
-    assert len(fast_gaps) == 8
+    assert len(fast_gaps) == 9  # the soft-404 probe, then nine pages
     assert max(fast_gaps) < CRAWL_DELAY / 2
     assert result.summary.robots_blocked == 2
 
@@ -340,7 +340,10 @@ async def test_per_host_limit_holds_while_hosts_run_in_parallel(
 ) -> None:
     with SiteServer(many_hosts_site) as server:
         result = await crawl(
-            server, politeness=Politeness(per_host=per_host, delay=0.0, response_factor=0.0)
+            server,
+            politeness=Politeness(
+                per_host=per_host, delay=0.0, response_factor=0.0, per_ip=per_host
+            ),
         )
         inflight = server.max_inflight_per_host()
         overlap = peak_overlap(server)

@@ -16,7 +16,9 @@ import pytest
 
 from trawl.config import Timeouts
 from trawl.fetcher import Fetcher, FetchError
+from trawl.netguard import AddressPolicy
 from trawl.parser import is_html
+from trawl.resolver import GuardedResolver
 from trawl.testsite import Response, Route, Site, SiteServer
 
 PAGE = b"<!doctype html><title>t</title>" + b"<p>harbour tide net rope</p>" * 200
@@ -101,8 +103,10 @@ async def fetcher(server: SiteServer) -> AsyncIterator[Fetcher]:
         user_agent="trawl-test/1 (+http://fetch.test/bot)",
         timeouts=Timeouts(connect=2.0, total=0.5),
         max_body=CAP,
-        resolve=server.resolve_map(),
         concurrency=4,
+        resolver=GuardedResolver(
+            AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
+        ),
     ) as opened:
         yield opened
 
@@ -225,7 +229,11 @@ async def test_headers_in_and_out(server: SiteServer, fetcher: Fetcher) -> None:
 
 async def test_fetch_outside_the_context_is_refused() -> None:
     idle = Fetcher(
-        user_agent="trawl-test/1", timeouts=Timeouts(), max_body=CAP, resolve={}, concurrency=1
+        user_agent="trawl-test/1",
+        timeouts=Timeouts(),
+        max_body=CAP,
+        concurrency=1,
+        resolver=GuardedResolver(AddressPolicy()),
     )
     with pytest.raises(RuntimeError, match="outside its context"):
         await idle.fetch("http://fetch.test/")

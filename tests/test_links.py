@@ -88,3 +88,35 @@ def test_scheme_relative_and_upper_case_hrefs_keep_their_page_meaning_when_cache
         "http://www.site.test/x", "http://www.site.test/y",
         "http://www.site.test/c/z", "http://www.site.test/up",
     ]  # fmt: skip
+
+
+def test_links_deeper_than_max_depth_are_counted_not_returned() -> None:
+    link_filter = LinkFilter(Scope(["http://www.site.test/"]), DEFAULT_RULES, max_depth=2)
+    batch = CommitBatch()
+    hrefs = ["/a", "/b", "mailto:x@y.test", "http://other.test/"]
+    at_limit = link_filter.page_links(hrefs, "http://www.site.test/", 2, batch)
+    assert [c.url for c in at_limit] == ["http://www.site.test/a", "http://www.site.test/b"]
+    assert "too_deep" not in batch.counters
+    # The same links one hop further: the in-scope ones are too deep, the rest keep
+    # their own reasons.
+    assert link_filter.page_links(hrefs, "http://www.site.test/", 3, batch) == []
+    assert batch.counters["too_deep"] == 2
+    assert batch.counters["invalid:scheme"] == 2
+    assert batch.counters["off_scope"] == 2
+
+
+def test_the_default_depth_limit_is_fifteen_hops() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    assert link_filter.candidate("/x", "http://www.site.test/", 15, batch) is not None
+    assert link_filter.candidate("/x", "http://www.site.test/", 16, batch) is None
+    assert batch.counters == {"too_deep": 1}
+
+
+def test_trap_paths_are_counted_by_reason() -> None:
+    link_filter, batch = make_filter(), CommitBatch()
+    page = "http://www.site.test/loop/a/a/"
+    assert link_filter.candidate("a/", page, 3, batch) is None
+    assert link_filter.candidate("/" + "d/" * 40, page, 3, batch) is None
+    assert batch.counters == {
+        "invalid": 2, "invalid:repeated_path": 1, "invalid:deep_path": 1,
+    }  # fmt: skip

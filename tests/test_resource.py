@@ -7,6 +7,8 @@ from pathlib import Path
 from trawl.config import ScopeConfig, Timeouts
 from trawl.extract import ExtractPool, ExtractSettings
 from trawl.fetcher import Fetcher
+from trawl.netguard import AddressPolicy
+from trawl.resolver import GuardedResolver
 from trawl.store.sqlite import SQLiteStore
 from trawl.urls import DEFAULT_RULES
 
@@ -15,8 +17,8 @@ async def test_resources_close_on_exit_and_close_twice(tmp_path: Path) -> None:
     settings = ExtractSettings(("http://a.test/",), ScopeConfig(), DEFAULT_RULES, "trawl", True, 10)
     async with (
         SQLiteStore(tmp_path) as store,
-        Fetcher(user_agent="trawl/0", timeouts=Timeouts(), max_body=10, resolve={},
-                concurrency=1) as fetcher,
+        Fetcher(user_agent="trawl/0", timeouts=Timeouts(), max_body=10, concurrency=1,
+                resolver=GuardedResolver(AddressPolicy())) as fetcher,
         ExtractPool(settings, workers=1) as pool,
     ):  # fmt: skip
         found = await pool.extract("http://a.test/", 1, b'<a href="/x">x</a>', None, ())

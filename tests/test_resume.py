@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import is_page
 from trawl.store.base import ExportRow, State
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.testsite import Site, SiteServer, generate_site
@@ -77,9 +78,9 @@ def stored_rows(data_dir: Path) -> list[ExportRow]:
 
 
 def page_gets(server: SiteServer) -> Counter[tuple[str, str]]:
-    """How often each page (robots.txt aside) was requested."""
+    """How often each page (robots.txt and the soft-404 probe aside) was requested."""
     return Counter(
-        (r.host, r.path) for r in server.requests if r.method == "GET" and r.path != "/robots.txt"
+        (r.host, r.path) for r in server.requests if r.method == "GET" and is_page(r.path)
     )
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from trawl.config import Timeouts
 from trawl.fetcher import Fetcher
+from trawl.netguard import AddressPolicy
+from trawl.resolver import GuardedResolver
 from trawl.robots import ROBOTS_TTL
 from trawl.robots_gate import RobotsGate
 from trawl.store.base import CommitBatch, HostUpdate
@@ -57,7 +59,10 @@ async def gate_parts(
         SQLiteStore(tmp_path) as store,
         Fetcher(
             user_agent="trawl/0 (test)", timeouts=Timeouts(connect=2, total=5),
-            max_body=1 << 20, resolve=server.resolve_map(), concurrency=4,
+            max_body=1 << 20, concurrency=4,
+            resolver=GuardedResolver(
+                AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
+            ),
         ) as fetcher,
     ):  # fmt: skip
         yield RobotsGate(store, fetcher, "trawl", DEFAULT_RULES, clock), store, clock

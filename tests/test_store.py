@@ -8,7 +8,8 @@ given no value), never by mocking.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,12 +22,14 @@ from trawl.store.base import (
     HostUpdate,
     NewURL,
     Outcome,
+    QueuedURL,
     RobotsRecord,
+    Soft404Record,
     State,
     Store,
 )
-from trawl.store.schema import SCHEMA_VERSION
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
+from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.urls import url_hash
 
 
@@ -34,11 +37,14 @@ class Engine(Store, contextlib.AbstractAsyncContextManager[Any]):
     """A store engine as the tests use it: the protocol plus ``async with``."""
 
 
-ENGINES: dict[str, Callable[[Path], Engine]] = {
-    "sqlite": lambda path: cast(Engine, SQLiteStore(path)),
+ENGINES: dict[str, Callable[[Path, int | None, int | None], Engine]] = {
+    "sqlite": lambda path, pages, discovered: cast(
+        Engine, SQLiteStore(path, page_budget=pages, discovery_budget=discovered)
+    ),
 }
 
-OpenStore = Callable[[], contextlib.AbstractAsyncContextManager[Engine]]
+OpenStore = Callable[..., contextlib.AbstractAsyncContextManager[Engine]]
+"""Opens a store; takes the per-host budgets ``pages`` and ``discovered`` (default None)."""
 
 
 @pytest.fixture(params=sorted(ENGINES))
@@ -47,8 +53,10 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
     make = ENGINES[request.param]
 
     @contextlib.asynccontextmanager
-    async def opened() -> AsyncIterator[Engine]:
-        async with make(tmp_path) as store:
+    async def opened(
+        *, pages: int | None = None, discovered: int | None = None
+    ) -> AsyncIterator[Engine]:
+        async with make(tmp_path, pages, discovered) as store:
             yield store
 
     return opened
@@ -305,3 +313,159 @@ async def test_readonly_sqlite_store_needs_an_existing_crawl(tmp_path: Path) -> 
         async with SQLiteStore(missing, readonly=True):
             pass
     assert not missing.exists()
+
+
+# -- per-host budgets ------------------------------------------------------------------------
+
+
+async def answer(store: Store, urls: Sequence[QueuedURL], state: State = State.DONE) -> None:
+    """Commit an outcome in ``state`` for each claimed URL."""
+    outcomes = [Outcome(u.id, u.host_id, state, 1, status=200, fetched_at=1.0) for u in urls]
+    await store.commit(CommitBatch(outcomes=outcomes))
+
+
+async def test_discovery_budget_stores_exactly_the_budget(open_store: OpenStore) -> None:
+    async with open_store(discovered=5) as store:
+        assert await insert(store, *(url("a.test", n) for n in range(3))) == 3
+        # Crossing the budget: a known URL takes no room, the shallowest new ones take it.
+        batch = [url("a.test", 0), url("a.test", 10, 3), url("a.test", 11, 1), url("a.test", 12, 2)]
+        result = await store.commit(CommitBatch(new_urls=[*batch, url("b.test", 1)]))
+        assert result.inserted == 3
+        assert result.counters["over_host_discovery_budget"] == 1
+        assert result.counters["duplicates"] == 1
+        assert await insert(store, url("a.test", 20), url("a.test", 21)) == 0
+        counters = await store.counters()
+        assert counters["over_host_discovery_budget"] == 3
+        assert counters["discovered"] == 6
+        assert counters["duplicates"] == 1
+        stored = await rows(store)
+        assert sorted(u for u in stored if u.startswith("http://a.test/")) == [
+            "http://a.test/0", "http://a.test/1", "http://a.test/11", "http://a.test/12",
+            "http://a.test/2",
+        ]  # fmt: skip
+        assert "http://b.test/1" in stored
+
+
+async def test_discovery_budget_holds_across_reopening(open_store: OpenStore) -> None:
+    async with open_store(discovered=4) as store:
+        assert await insert(store, *(url("a.test", n) for n in range(3))) == 3
+    async with open_store(discovered=4) as store:
+        await store.recover()
+        assert await insert(store, *(url("a.test", n) for n in range(3, 9))) == 1
+        assert (await store.counters())["over_host_discovery_budget"] == 5
+    async with open_store(discovered=6) as store:
+        assert await insert(store, *(url("a.test", n) for n in range(3, 9))) == 2
+
+
+async def test_page_budget_limits_what_claim_hands_out(open_store: OpenStore) -> None:
+    async with open_store(pages=3) as store:
+        await insert(store, *(url("a.test", n) for n in range(8)), url("b.test", 1))
+        ids = await store.host_ids(["a.test", "b.test"])
+        host = ids["a.test"]
+        first = await store.claim({host: 10, ids["b.test"]: 10}, now=1000.0)
+        assert len([u for u in first if u.host_id == host]) == 3
+        assert await store.claim({host: 10}, now=1000.0) == []
+        # A retry and a robots block give their room back; an answer keeps it.
+        retry = Outcome(first[0].id, host, State.QUEUED, 1, status=503, next_fetch_at=2000.0)
+        blocked = Outcome(first[1].id, host, State.BLOCKED, 0)
+        await store.commit(CommitBatch(outcomes=[retry, blocked]))
+        await answer(store, [first[2]])
+        second = await store.claim({host: 10}, now=1000.0)
+        assert len(second) == 2
+        await answer(store, second)
+        # The budget is used: what is still queued is parked, and the crawl has no work.
+        assert await store.claim({host: 10}, now=3000.0) == []
+        assert await queued(store) == {}
+        counters = await store.counters()
+        assert counters["over_host_page_budget"] == 4
+        stored = await rows(store)
+        parked = [r for r in stored.values() if r.state == State.PARKED]
+        assert len(parked) == 4
+        assert {r.error for r in parked} == {"host_page_budget"}
+        answered = [r for r in stored.values() if r.state == State.DONE and "a.test" in r.url]
+        assert len(answered) == 3
+
+
+async def test_page_budget_holds_across_a_stop_and_grows_with_a_new_budget(
+    open_store: OpenStore,
+) -> None:
+    async with open_store(pages=4) as store:
+        await insert(store, *(url("a.test", n) for n in range(10)))
+        host = (await store.host_ids(["a.test"]))["a.test"]
+        claimed = await store.claim({host: 3}, now=1000.0)
+        await answer(store, claimed[:2])
+    # Stopped with one URL handed out: on restart it is queued again and may be fetched.
+    async with open_store(pages=4) as store:
+        assert await store.recover() == 1
+        again = await store.claim({host: 10}, now=1000.0)
+        assert len(again) == 2
+        await answer(store, again)
+        assert await store.claim({host: 10}, now=1000.0) == []
+        assert (await store.counters())["over_host_page_budget"] == 6
+    # A later run with a larger budget queues the parked URLs again.
+    async with open_store(pages=6) as store:
+        await store.recover()
+        assert (await store.counters())["queued"] == 6
+        assert (await store.counters())["over_host_page_budget"] == 0
+        more = await store.claim({host: 10}, now=1000.0)
+        assert len(more) == 2
+        assert {r.error for r in (await rows(store)).values() if r.state == State.QUEUED} == {None}
+
+
+async def test_soft404_record_round_trip(store: Engine) -> None:
+    ids = await store.host_ids(["a.test", "b.test", "c.test"])
+    await store.commit(
+        CommitBatch(
+            hosts=[
+                HostUpdate(ids["a.test"], soft404=Soft404Record(-(2**63), 10.0)),
+                HostUpdate(ids["b.test"], soft404=Soft404Record(None, 11.0)),
+                HostUpdate(ids["b.test"], robots=RobotsRecord(404, b"", 12.0)),
+            ]
+        )
+    )
+    assert await store.soft404(ids["a.test"]) == Soft404Record(-(2**63), 10.0)
+    assert await store.soft404(ids["b.test"]) == Soft404Record(None, 11.0)
+    assert await store.soft404(ids["c.test"]) is None
+    assert await store.robots(ids["b.test"]) == RobotsRecord(404, b"", 12.0)
+    assert await store.robots(ids["a.test"]) is None
+
+
+def make_version_1_crawl(data_dir: Path) -> None:
+    """A data dir as trawl wrote it at schema version 1: two hosts, URLs in every state."""
+    data_dir.mkdir(parents=True)
+    with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db, db:
+        for statement in migration_statements(1, SQLITE_TYPES):
+            db.execute(statement)
+        db.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+        db.execute("INSERT INTO hosts (id, name, queued) VALUES (1, 'a.test', 2), (2, 'b.test', 1)")
+        states = [State.DONE, State.DONE, State.FAILED, State.BLOCKED, State.CLAIMED, State.QUEUED]
+        for n, state in enumerate(states):
+            text = f"http://a.test/{n}"
+            db.execute(
+                "INSERT INTO urls (id, url, host_id, state, depth) VALUES (?, ?, 1, ?, 0)",
+                (url_hash(text), text, state),
+            )
+        db.execute(
+            "INSERT INTO urls (id, url, host_id, state, depth) VALUES (?, ?, 2, 0, 0)",
+            (url_hash("http://b.test/0"), "http://b.test/0"),
+        )
+
+
+async def test_a_version_1_crawl_upgrades_with_its_budget_counts(tmp_path: Path) -> None:
+    data_dir = tmp_path / "crawl"
+    make_version_1_crawl(data_dir)
+    async with SQLiteStore(data_dir, page_budget=5, discovery_budget=8) as store:
+        assert await store.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert await store.recover() == 1
+        assert await queued(store) == {"a.test": 2, "b.test": 1}
+        # a.test has 6 URLs stored (budget 8) and 3 answered (budget 5).
+        assert await insert(store, *(url("a.test", n) for n in range(10, 15))) == 2
+        host = (await store.host_ids(["a.test"]))["a.test"]
+        claimed = await store.claim({host: 10}, now=1000.0)
+        assert len(claimed) == 2
+        assert await store.soft404(host) is None
+    with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(hosts)")}
+        assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
+        counts = db.execute("SELECT name, discovered, fetched FROM hosts ORDER BY name").fetchall()
+        assert counts == [("a.test", 8, 3), ("b.test", 1, 0)]

@@ -317,9 +317,12 @@ async def test_live_generated_site() -> None:
         assert [r.status for r in log if r.path.startswith("/features/flaky")] == [503, 200, 200]
         assert all(r.start < r.end for r in log)
         assert log[0].host == www
-        assert server.resolve_map()["a.b.trawl.test"] == "127.0.0.1"
+        addresses = server.resolve_map()
+        assert addresses["www.trawl.test"] == "127.0.0.1"
+        assert len(set(addresses.values())) == len(addresses)  # one address per host
         assert server.resolve_args()[:2] == ["--resolve", "www.trawl.test=127.0.0.1"]
-        assert "www.elsewhere.test" in server.resolve_map()
+        assert server.resolve_args()[-2:] == ["--allow-network", "127.0.0.0/8"]
+        assert "www.elsewhere.test" in addresses
 
 
 def _small_site(port: int) -> Site:
@@ -400,3 +403,19 @@ async def test_log_holds_every_response_the_client_has_seen() -> None:
                 async with session.get(url, headers={"Host": "a.test"}) as resp:
                     assert resp.status in (200, 404)
                 assert len(server.requests) == count
+
+
+async def test_each_host_answers_on_its_own_address_or_all_on_one() -> None:
+    def two_hosts(port: int) -> Site:
+        routes = {"http://a.test/": Response(body=b"a"), "http://b.test/": Response(body=b"b")}
+        return Site.build(port, routes, ["http://a.test/"])
+
+    for shared, expected in ((False, ["127.0.0.1", "127.0.0.2"]), (True, ["127.0.0.1"] * 2)):
+        with SiteServer(two_hosts, shared_address=shared) as server:
+            addresses = server.resolve_map()
+            assert [addresses["a.test"], addresses["b.test"]] == expected
+            async with aiohttp.ClientSession() as session:
+                for host in ("a.test", "b.test"):
+                    url = URL(f"http://{addresses[host]}:{server.port}/", encoded=True)
+                    async with session.get(url, headers={"Host": host}) as resp:
+                        assert await resp.read() == host[0].encode()

@@ -176,7 +176,95 @@ def test_rules_validate_max_length() -> None:
 def test_default_strip_params_cover_the_documented_names() -> None:
     expected = {"gclid", "fbclid", "sessionid", "jsessionid", "sid", "phpsessid", "msclkid"}
     assert expected <= DEFAULT_STRIP_PARAMS
-    assert DEFAULT_RULES.strip_prefixes == ("utm_",)
+    assert DEFAULT_RULES.strip_prefixes == ("utm_", "aspsessionid")
+
+
+@pytest.mark.parametrize(
+    "param",
+    [
+        "jsessionid=0A1B", "JSESSIONID=0A1B", "PHPSESSID=abc", "sid=42", "sessionid=9",
+        "session_id=9", "sessid=9", "ASPSESSIONIDQQGGGNCG=KJHGF", "ASP.NET_SessionId=x1",
+        "CFID=1", "CFTOKEN=2", "CGISESSID=c3", "osCsid=o4", "zenid=z5", "XTCsid=x6",
+        "BV_SessionID=b7",
+    ],
+)  # fmt: skip
+def test_session_parameters_are_stripped(param: str) -> None:
+    assert normalize(f"http://a.test/shop?item=3&{param}") == "http://a.test/shop?item=3"
+    name = param.partition("=")[0]
+    assert normalize(f"http://a.test/shop;{param}?item=3") == "http://a.test/shop?item=3", name
+
+
+@pytest.mark.parametrize(
+    ("path", "verdict"),
+    [
+        ("/a/b/a/b/a/b", Rejection.REPEATED_PATH),
+        ("/x/x/x/", Rejection.REPEATED_PATH),
+        ("/x/x/x", Rejection.REPEATED_PATH),
+        ("/cal/a/b/c/a/b/c/a/b/c/next", Rejection.REPEATED_PATH),
+        ("/shop/a/a/a/a/item", Rejection.REPEATED_PATH),
+        ("/a////", Rejection.REPEATED_PATH),
+        ("/%61/a/%61/", Rejection.REPEATED_PATH),
+        ("/a/b/a/b", None),
+        ("/x/x/", None),
+        ("/x/x/y/x/x", None),
+        ("/a/b/c/a/b/c/a/b/d", None),
+        ("/2024/01/01/01.html", None),
+        ("/x/x/?p=x/x/x", None),
+        ("/" + "/".join(str(n) for n in range(32)), None),
+        ("/" + "/".join(str(n) for n in range(32)) + "/", None),
+        ("/" + "/".join(str(n) for n in range(33)), Rejection.DEEP_PATH),
+        ("/" + "a/" * 1000, Rejection.DEEP_PATH),
+    ],
+)
+def test_path_traps(path: str, verdict: Rejection | None) -> None:
+    got = normalize("http://a.test" + path)
+    if verdict is None:
+        assert isinstance(got, str)
+    else:
+        assert got is verdict
+
+
+def test_max_path_depth_counts_segments_not_a_trailing_slash() -> None:
+    rules = NormalizeRules(max_path_depth=3)
+    assert normalize("http://a.test/1/2/3/", rules=rules) == "http://a.test/1/2/3/"
+    assert normalize("http://a.test/1/2/3/4", rules=rules) is Rejection.DEEP_PATH
+    assert normalize("http://a.test/1/2/3/4", base=None) == "http://a.test/1/2/3/4"
+    with pytest.raises(ValueError, match="max_path_depth"):
+        NormalizeRules(max_path_depth=0)
+
+
+def _repeats_thrice(segments: list[str]) -> bool:
+    """The definition, checked by brute force: some run of segments comes three times."""
+    n = len(segments)
+    return any(
+        segments[i : i + k] == segments[i + k : i + 2 * k] == segments[i + 2 * k : i + 3 * k]
+        for k in range(1, n // 3 + 1)
+        for i in range(n - 3 * k + 1)
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    segments=st.lists(st.sampled_from(["a", "b", "c", "", "%61", "a;x=1", "A"]), max_size=40),
+    slash=st.booleans(),
+    query=st.sampled_from(["", "?q=a/a/a", "?sid=1"]),
+)
+def test_path_rules_match_their_definition(segments: list[str], slash: bool, query: str) -> None:
+    url = "http://a.test/" + "/".join(segments) + ("/" if slash and segments else "") + query
+    got = normalize(url)
+    resolved = resolve(url, None)
+    assert resolved is not None
+    path = resolved[len("http://a.test") :].partition("?")[0].replace("%61", "a")
+    parts = path[1:].split("/")
+    if parts[-1] == "":
+        parts.pop()
+    if len(parts) > DEFAULT_RULES.max_path_depth:
+        assert got is Rejection.DEEP_PATH
+    elif _repeats_thrice(parts):
+        assert got is Rejection.REPEATED_PATH
+    else:
+        assert isinstance(got, str)
+        assert normalize(got) == got
 
 
 def test_resolve_keeps_what_normalize_drops() -> None:

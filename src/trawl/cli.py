@@ -19,6 +19,7 @@ from rich.console import Console
 
 from trawl import __version__
 from trawl.config import (
+    Breaker,
     CrawlConfig,
     Limits,
     Politeness,
@@ -26,6 +27,7 @@ from trawl.config import (
     Timeouts,
     default_user_agent,
     load_config_file,
+    parse_networks,
     parse_resolve,
 )
 from trawl.errors import TrawlError, UsageError
@@ -51,6 +53,8 @@ _CRAWL_OPTIONS = [
                  help="Child processes that parse pages and filter links; 0 keeps that "
                       "work in the crawl process (default: one per spare core, at most 2)."),
     click.option("--per-host", type=int, default=1, help="Requests in flight per host."),
+    click.option("--per-ip", type=int, default=1,
+                 help="Requests in flight per server address, over all its host names."),
     click.option("--delay", type=float, default=1.0,
                  help="Minimum seconds between requests to one host."),
     click.option("--response-factor", type=float, default=10.0,
@@ -61,6 +65,23 @@ _CRAWL_OPTIONS = [
                  help="Where the crawl state lives."),
     click.option("--resolve", multiple=True, metavar="HOST=IP",
                  help="Resolve HOST to IP without DNS (repeatable, like curl)."),
+    click.option("--allow-network", multiple=True, metavar="CIDR",
+                 help="Also fetch from this address range (repeatable); loopback, private "
+                      "and other non-public addresses are refused otherwise."),
+    click.option("--nameserver", multiple=True, metavar="IP[:PORT]",
+                 help="DNS server to ask (repeatable; default: the system's)."),
+    click.option("--max-depth", type=int, default=15,
+                 help="Links more hops than this from a seed are counted, not queued."),
+    click.option("--max-pages-per-host", type=int, default=100_000,
+                 help="Fetches per host before its other URLs are counted, not fetched."),
+    click.option("--max-discovered-per-host", type=int,
+                 help="New URLs accepted per host (default 10 x --max-pages-per-host)."),
+    click.option("--breaker-threshold", type=int, default=5,
+                 help="Consecutive failures that pause a host."),
+    click.option("--breaker-pause", type=float, default=60.0,
+                 help="First pause of a failing host, seconds (doubles per trip)."),
+    click.option("--breaker-trips", type=int, default=3,
+                 help="Pauses before a failing host's queued URLs are given up."),
     click.option("--fresh", is_flag=True, help="Start over instead of resuming."),
     click.option("--memory-queue", type=int, default=10_000, help="URLs buffered in RAM."),
     click.option("--expected-urls", type=int, default=10_000_000,
@@ -74,6 +95,8 @@ _CRAWL_OPTIONS = [
     click.option("--strip-params", help="Comma-separated query parameters to drop "
                                          "(replaces the default tracking/session list)."),
     click.option("--ignore-nofollow", is_flag=True, help="Follow rel/meta nofollow links too."),
+    click.option("--no-soft-404", is_flag=True,
+                 help="Do not probe hosts for error pages served with status 200."),
     click.option("--timeout", type=float, default=30.0, help="Total seconds per fetch."),
     click.option("--connect-timeout", type=float, default=10.0, help="Seconds to connect."),
     click.option("--config", "config_file", type=click.Path(path_type=Path),
@@ -139,6 +162,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
             delay=float(values["delay"]),
             response_factor=float(values["response_factor"]),
             max_delay=float(values.get("max_delay", defaults_politeness.max_delay)),
+            per_ip=int(values["per_ip"]),
         ),
         limits=Limits(
             max_pages=_optional(int, values.get("max_pages")),
@@ -148,6 +172,9 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
             max_links=int(values.get("max_links", defaults_limits.max_links)),
             memory_queue=int(values["memory_queue"]),
             expected_urls=int(values["expected_urls"]),
+            max_depth=int(values["max_depth"]),
+            max_pages_per_host=int(values["max_pages_per_host"]),
+            max_discovered_per_host=_optional(int, values.get("max_discovered_per_host")),
         ),
         timeouts=Timeouts(connect=float(values["connect_timeout"]), total=float(values["timeout"])),
         retry=RetryPolicy(
@@ -155,13 +182,21 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
             cap=float(values["retry_cap"]),
             attempts=int(values["retry_attempts"]),
         ),
+        breaker=Breaker(
+            threshold=int(values["breaker_threshold"]),
+            pause=float(values["breaker_pause"]),
+            trips=int(values["breaker_trips"]),
+        ),
         url_rules=rules,
         concurrency=int(values["concurrency"]),
         parse_workers=_optional(int, values.get("parse_workers")),
         user_agent=values.get("user_agent") or default_user_agent(values.get("contact")),
         resolve=parse_resolve(list(_strings(resolve))),
+        allow_networks=parse_networks(list(_strings(values.get("allow_network")))),
+        nameservers=_strings(values.get("nameserver")),
         fresh=bool(values.get("fresh")),
         honour_nofollow=not values.get("ignore_nofollow"),
+        soft_404=not values.get("no_soft_404"),
         rng_seed=_optional(int, values.get("seed")),
     )
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from trawl import __version__
 from trawl.errors import UsageError
+from trawl.links import DEFAULT_MAX_DEPTH
 from trawl.retry import RetryPolicy
 from trawl.scope import ScopeMode
 from trawl.urls import DEFAULT_RULES, NormalizeRules
@@ -34,10 +35,13 @@ class Politeness:
     delay: float = 1.0
     response_factor: float = 10.0
     max_delay: float = 60.0
+    per_ip: int = 1
 
     def __post_init__(self) -> None:
         if self.per_host < 1:
             raise UsageError("--per-host must be at least 1")
+        if self.per_ip < 1:
+            raise UsageError("--per-ip must be at least 1")
         if self.delay < 0:
             raise UsageError("--delay must not be negative")
         if self.response_factor < 0 or self.max_delay < 0:
@@ -56,8 +60,25 @@ class Limits:
     memory_queue: int = 10_000
     expected_urls: int = 10_000_000
     bloom_error: float = 0.01
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_pages_per_host: int = 100_000
+    max_discovered_per_host: int | None = None
+    """New URLs accepted per host; ``None`` means 10 x ``max_pages_per_host``."""
+
+    @property
+    def discovery_budget(self) -> int:
+        """New URLs a host may add to the crawl before the rest are counted, not queued."""
+        if self.max_discovered_per_host is not None:
+            return self.max_discovered_per_host
+        return 10 * self.max_pages_per_host
 
     def __post_init__(self) -> None:
+        if self.max_depth < 0:
+            raise UsageError("--max-depth must not be negative")
+        if self.max_pages_per_host < 1:
+            raise UsageError("--max-pages-per-host must be at least 1")
+        if self.max_discovered_per_host is not None and self.max_discovered_per_host < 1:
+            raise UsageError("--max-discovered-per-host must be at least 1")
         if self.max_pages is not None and self.max_pages < 1:
             raise UsageError("--max-pages must be at least 1")
         if self.max_time is not None and self.max_time <= 0:
@@ -82,6 +103,26 @@ class Timeouts:
     def __post_init__(self) -> None:
         if self.connect <= 0 or self.total <= 0:
             raise UsageError("timeouts must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """The per-host circuit breaker.
+
+    After ``threshold`` consecutive failures (timeouts, connection errors, 5xx) a host
+    pauses for ``pause`` seconds, doubling at each further trip; after ``trips`` trips its
+    queued URLs are recorded as failed and the crawl goes on without it.
+    """
+
+    threshold: int = 5
+    pause: float = 60.0
+    trips: int = 3
+
+    def __post_init__(self) -> None:
+        if self.threshold < 1 or self.trips < 1:
+            raise UsageError("--breaker-threshold and --breaker-trips must be at least 1")
+        if self.pause < 0:
+            raise UsageError("--breaker-pause must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +158,20 @@ class CrawlConfig:
     limits: Limits = field(default_factory=Limits)
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    breaker: Breaker = field(default_factory=Breaker)
     url_rules: NormalizeRules = DEFAULT_RULES
     concurrency: int = 64
     parse_workers: int | None = None
     user_agent: str = field(default_factory=lambda: default_user_agent(None))
     resolve: Mapping[str, str] = field(default_factory=dict)
+    allow_networks: tuple[IPNetwork, ...] = ()
+    nameservers: tuple[str, ...] = ()
+    """DNS servers (``IP`` or ``IP:PORT``); empty means the system's."""
+    """Address ranges fetched from although they are not public (loopback, private...)."""
     fresh: bool = False
     honour_nofollow: bool = True
+    soft_404: bool = True
+    """Probe each host for an error page served with status 200 (trawl.soft404)."""
     rng_seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -141,7 +189,9 @@ _CONFIG_KEYS = frozenset(
         "memory_queue", "expected_urls", "max_body", "max_redirects", "max_links",
         "connect_timeout", "timeout", "retry_base", "retry_cap", "retry_attempts",
         "strip_params", "ignore_nofollow", "response_factor", "max_delay", "seed",
-        "parse_workers",
+        "parse_workers", "allow_network", "per_ip", "max_depth", "max_pages_per_host",
+        "max_discovered_per_host", "nameserver", "breaker_threshold", "breaker_pause",
+        "breaker_trips", "no_soft_404",
     }
 )  # fmt: skip
 
@@ -162,6 +212,20 @@ def load_config_file(path: Path) -> dict[str, Any]:
             raise UsageError(f"config file {path}: unknown key {key!r}")
         values[name] = value
     return values
+
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(entries: tuple[str, ...] | list[str]) -> tuple[IPNetwork, ...]:
+    """Parse ``--allow-network`` CIDR ranges (a bare address means just that address)."""
+    networks: list[IPNetwork] = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError as exc:
+            raise UsageError(f"--allow-network {entry!r} is not an address range") from exc
+    return tuple(networks)
 
 
 def parse_resolve(entries: tuple[str, ...] | list[str]) -> dict[str, str]:

@@ -22,7 +22,11 @@ def run_demo(hosts: int, pages: int, values: dict[str, Any], crawl: CrawlFn) -> 
     """Serve the demo site, crawl it with ``crawl`` and compare with the ground truth."""
     with SiteServer(lambda port: generate_site(port, hosts=hosts, pages_per_host=pages)) as server:
         site = server.site
-        values = {**values, "resolve": server.resolve_map()}
+        values = {
+            **values,
+            "resolve": server.resolve_map(),
+            "allow_network": [str(n) for n in server.allow_networks()],
+        }
         click.echo(
             f"demo site: {len(site.hosts)} hosts on 127.0.0.1:{server.port}, seed {site.seeds[0]}",
             err=True,

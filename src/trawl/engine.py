@@ -3,6 +3,7 @@
     frontier (store queues -> bounded buffer)
       -> host scheduler (ready-time heap, per-host slots)
       -> robots gate (fetched once per host, cached 24 h in the store)
+      -> soft-404 probe (once per host, after robots.txt; trawl.soft404)
       -> fetcher (one GET, no automatic redirects, capped)
       -> extract stage (parser + URL filter, inline or in child processes;
                         redirect targets go through the URL filter here)
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -26,16 +28,18 @@ from trawl.committer import Committer
 from trawl.config import CrawlConfig
 from trawl.errors import UsageError
 from trawl.extract import ExtractPool
-from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchResult
+from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
 from trawl.parser import is_html
+from trawl.resolver import BlockedAddress
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import DISALLOW_ALL, agent_token
 from trawl.robots_gate import RobotsGate
 from trawl.scope import Scope
 from trawl.seen import SeenSet
+from trawl.soft404 import Soft404Detector
 from trawl.store.base import (
     CommitBatch,
     CommitResult,
@@ -46,9 +50,15 @@ from trawl.store.base import (
     Store,
 )
 from trawl.summary import Summary
-from trawl.urls import Rejection, normalize
+from trawl.urls import Rejection, hostname, normalize
 
 REFILL_PERIOD = 0.5
+BREAKER_ERRORS = frozenset(
+    {FetchError.TIMEOUT, FetchError.CONNECT, FetchError.DNS, FetchError.TLS, FetchError.PROTOCOL}
+)
+"""Fetch errors that count against a host's circuit breaker (as 5xx answers do)."""
+
+log = logging.getLogger("trawl.engine")
 
 
 async def wait_event(event: asyncio.Event, seconds: float) -> None:
@@ -112,9 +122,10 @@ class Crawler:
         self._scope = Scope(
             self._seeds, config.scope.mode, config.scope.include, config.scope.exclude
         )
-        self._links = LinkFilter(self._scope, config.url_rules)
+        self._links = LinkFilter(self._scope, config.url_rules, config.limits.max_depth)
         self._agent = agent_token(config.user_agent)
         self._robots = RobotsGate(store, fetcher, self._agent, config.url_rules)
+        self._soft404 = Soft404Detector(store, fetcher, enabled=config.soft_404, rng=self._rng)
         self._scheduler = HostScheduler(config.politeness, clock)
         self._frontier = Frontier(store, self._scheduler, config.limits.memory_queue)
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
@@ -163,6 +174,7 @@ class Crawler:
             refill = group.create_task(self._refill_loop())
             await self._add_seeds()
             await self._dispatch_loop(group)
+            await self._committer.submit(self._resolver_counts())
             await self._committer.wait_drained()
             refill.cancel()
             await self._committer.close()
@@ -176,6 +188,13 @@ class Crawler:
         return Summary.from_counters(
             counters, state=self._state, elapsed=elapsed, fetched_before=self._fetched_at_start
         )
+
+    def _resolver_counts(self) -> CommitBatch:
+        """This run's DNS cache and address-policy figures, as counters to store."""
+        batch = CommitBatch()
+        for name, value in self._fetcher.resolver_stats.as_counters().items():
+            batch.count(name, value)
+        return batch
 
     # -- dispatching ---------------------------------------------------------------------
 
@@ -236,18 +255,36 @@ class Crawler:
                     wait = min(max(turn - self._clock(), 0.0), REFILL_PERIOD)
             self._wake.clear()
             await wait_event(self._wake, wait)
-        while self._scheduler.inflight:
+        # A page whose response is in but whose links are still being extracted is not
+        # in flight any more; it must still reach the committer before the run ends.
+        while self._scheduler.inflight or self._extracting:
             self._wake.clear()
             await self._wake.wait()
 
     def _dispatch(self, slot: HostSlot, group: asyncio.TaskGroup) -> None:
+        if not slot.resolved:
+            # Resolve first, so that the per-address limit covers the host's first request.
+            slot.resolving = True
+            group.create_task(self._resolve_job(slot))
+            return
         if slot.needs_robots(self._clock()):
             slot.robots_pending = True
             self._scheduler.started(slot)
             group.create_task(self._robots_job(slot))
             return
+        if self._soft404.wants_probe(slot.id) and slot.refused is None:
+            # The soft-404 probe takes the host's first turn after robots.txt.
+            self._scheduler.started(slot)
+            group.create_task(self._soft404_job(slot, slot.queue[0].url))
+            return
         url = self._scheduler.take(slot)
         rules = slot.robots or DISALLOW_ALL
+        if slot.refused is not None:
+            refused = CommitBatch()
+            self._refuse(refused, url, slot.refused)
+            group.create_task(self._committer.submit(refused))
+            self._scheduler.requeue(slot)
+            return
         if not rules.allowed(url.url):
             reason = "robots_unavailable" if rules is DISALLOW_ALL else None
             group.create_task(self._blocked(url, reason))
@@ -271,6 +308,48 @@ class Crawler:
             self._refill_wanted.set()
         self._wake.set()
 
+    # -- hosts ---------------------------------------------------------------------------
+
+    async def _resolve_job(self, slot: HostSlot) -> None:
+        address: str | None = None
+        batch = CommitBatch()
+        try:
+            address = await self._fetcher.address_of(hostname(slot.queue[0].url))
+        except BlockedAddress:
+            self._give_up(slot, FetchError.BLOCKED_ADDRESS.value, batch, count="blocked_hosts")
+        self._scheduler.assign_address(slot, address)
+        if batch.outcomes:
+            await self._committer.submit(batch)
+        self._wake.set()
+
+    def _give_up(self, slot: HostSlot, reason: str, batch: CommitBatch, *, count: str) -> None:
+        """Fail the host's buffered URLs, and every later one this run, with ``reason``."""
+        slot.refused = reason
+        batch.count(count)
+        for url in self._scheduler.drain(slot):
+            self._refuse(batch, url, reason)
+
+    def _breaker_pause(self, slot: HostSlot, failed: bool, batch: CommitBatch) -> float:
+        """Count a request's outcome against the host's circuit breaker; the seconds the
+        host must pause (0 when it need not)."""
+        if not failed:
+            slot.failures = slot.trips = 0
+            return 0.0
+        breaker = self._config.breaker
+        slot.failures += 1
+        if slot.failures < breaker.threshold:
+            return 0.0
+        slot.failures = 0
+        slot.trips += 1
+        if slot.trips > breaker.trips:
+            log.warning("host %s keeps failing: giving up its URLs", slot.name)
+            self._give_up(slot, "host_failing", batch, count="breaker_gave_up")
+            return 0.0
+        pause = breaker.pause * 2.0 ** (slot.trips - 1)
+        log.warning("host %s failing: pausing it for %.0f s", slot.name, pause)
+        batch.count("breaker_trips")
+        return pause
+
     # -- robots --------------------------------------------------------------------------
 
     async def _robots_job(self, slot: HostSlot) -> None:
@@ -280,7 +359,17 @@ class Crawler:
         if answer.fetched:
             batch.count("robots_fetches")
         pause = 0.0
-        if answer.rules is not None:
+        if answer.refused:
+            # The host's address is not one trawl may connect to: fail its URLs with that
+            # reason (a DNS change is noticed when robots.txt is due again).
+            slot.robots_failures = 0
+            slot.refused = FetchError.BLOCKED_ADDRESS.value
+            slot.robots = DISALLOW_ALL
+            slot.robots_expires = self._clock() + self._config.retry.cap
+            for url in self._scheduler.drain(slot):
+                self._refuse(batch, url, slot.refused)
+        elif answer.rules is not None:
+            slot.refused = None
             if answer.fetched:
                 batch.hosts.append(HostUpdate(slot.id, robots=answer.record))
             slot.robots_failures = 0
@@ -305,6 +394,18 @@ class Crawler:
         await self._committer.submit(batch)
         self._wake.set()
 
+    async def _soft404_job(self, slot: HostSlot, some_url: str) -> None:
+        rules = slot.robots or DISALLOW_ALL
+        answer = await self._soft404.probe(slot.id, some_url, rules.allowed)
+        batch = CommitBatch()
+        if answer.fetched:
+            batch.count("soft_404_probes")
+        if answer.record is not None:
+            batch.hosts.append(HostUpdate(slot.id, soft404=answer.record))
+        self._scheduler.finished(slot, answer.elapsed)
+        await self._committer.submit(batch)
+        self._wake.set()
+
     # -- pages ---------------------------------------------------------------------------
 
     def _block(self, batch: CommitBatch, url: QueuedURL, reason: str | None = None) -> None:
@@ -312,6 +413,13 @@ class Crawler:
             Outcome(url.id, url.host_id, State.BLOCKED, url.attempts, error=reason)
         )
         batch.count("robots_blocked")
+
+    def _refuse(self, batch: CommitBatch, url: QueuedURL, reason: str) -> None:
+        batch.outcomes.append(
+            Outcome(url.id, url.host_id, State.FAILED, url.attempts, error=reason)
+        )
+        batch.count("failed")
+        batch.count(f"error:{reason}")
 
     async def _blocked(self, url: QueuedURL, reason: str | None) -> None:
         batch = CommitBatch()
@@ -362,6 +470,8 @@ class Crawler:
         # The host's turn ends with the response; link extraction (possibly on another
         # core) is not the host's business. The page still counts against the global
         # cap until its result is handed to the committer.
+        failed = (result.status or 0) >= 500 or result.error in BREAKER_ERRORS
+        extra_wait = max(extra_wait, self._breaker_pause(slot, failed, batch))
         self._scheduler.finished(slot, result.elapsed, extra_wait)
         self._wake.set()
         if answered:
@@ -380,8 +490,12 @@ class Crawler:
         batch.count(f"status_{status // 100}xx")
         redirect_to: str | None = None
         canonical: str | None = None
+        error: str | None = None
         if 300 <= status < 400 and result.location:
             redirect_to = self._redirect(url, result.location, batch)
+        elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
+            error = "soft_404"
+            batch.count(error)
         elif status == 200 and result.body:
             found = await self._extract.extract(
                 url.url, url.depth + 1, result.body, result.content_type, result.robots_tags
@@ -397,7 +511,7 @@ class Crawler:
         return Outcome(
             url.id, url.host_id, State.DONE, attempts, status=status,
             content_type=result.content_type, length=result.length, fetched_at=wall,
-            redirect_to=redirect_to, truncated=result.truncated, canonical=canonical,
+            redirect_to=redirect_to, error=error, truncated=result.truncated, canonical=canonical,
         )  # fmt: skip
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Self
 
 from trawl.config import ScopeConfig
-from trawl.links import LinkFilter
+from trawl.links import DEFAULT_MAX_DEPTH, LinkFilter
 from trawl.parser import content_charset, parse_html, robots_header
 from trawl.resource import AsyncResource
 from trawl.scope import Scope
@@ -41,6 +41,7 @@ class ExtractSettings:
     agent: str
     honour_nofollow: bool
     max_links: int
+    max_depth: int = DEFAULT_MAX_DEPTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class Extractor:
         self._settings = settings
         scope = Scope(settings.seeds, settings.scope.mode, settings.scope.include,
                       settings.scope.exclude)  # fmt: skip
-        self._links = LinkFilter(scope, settings.rules)
+        self._links = LinkFilter(scope, settings.rules, settings.max_depth)
 
     def extract(
         self,

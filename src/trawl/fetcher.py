@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import ipaddress
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, Self
 
@@ -25,7 +26,7 @@ import brotli
 import yarl
 
 from trawl.config import Timeouts
-from trawl.resolver import OverrideResolver
+from trawl.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
 
 CHUNK = 64 * 1024
@@ -42,6 +43,7 @@ class FetchError(enum.StrEnum):
     PROTOCOL = "protocol"
     DECODE = "decode"
     INVALID_URL = "invalid_url"
+    BLOCKED_ADDRESS = "blocked_address"
 
 
 RETRYABLE_ERRORS = frozenset(
@@ -131,9 +133,21 @@ def _decoder(encoding: str | None) -> _Decoder | None:
     return None
 
 
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _error_class(exc: BaseException) -> FetchError:
     if isinstance(exc, TimeoutError):
         return FetchError.TIMEOUT
+    if isinstance(exc, BlockedAddress) or (
+        isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, BlockedAddress)
+    ):
+        return FetchError.BLOCKED_ADDRESS
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return FetchError.DNS
     if isinstance(exc, aiohttp.ClientSSLError):
@@ -156,22 +170,37 @@ class Fetcher(AsyncResource):
         user_agent: str,
         timeouts: Timeouts,
         max_body: int,
-        resolve: Mapping[str, str],
         concurrency: int,
+        resolver: GuardedResolver,
     ) -> None:
         self._user_agent = user_agent
         self._timeouts = timeouts
         self._max_body = max_body
-        self._resolve = resolve
         self._concurrency = concurrency
+        self._resolver = resolver
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def resolver_stats(self) -> ResolverStats:
+        """DNS cache hits and misses, and hosts refused by the address policy."""
+        return self._resolver.stats
+
+    async def address_of(self, host: str) -> str | None:
+        """The first address of ``host`` trawl may connect to, None when it does not
+        resolve; BlockedAddress when every address it has is refused."""
+        try:
+            return (await self._resolver.addresses(host))[0]
+        except NameNotFound:
+            return None
+
     async def __aenter__(self) -> Self:
+        # aiohttp's own DNS cache is off: every new connection asks the guarded resolver,
+        # which caches by TTL and checks each answer before aiohttp connects to it.
         connector = aiohttp.TCPConnector(
-            resolver=OverrideResolver(self._resolve),
+            resolver=self._resolver,
             limit=self._concurrency,
             limit_per_host=0,
-            ttl_dns_cache=300,
+            use_dns_cache=False,
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -193,6 +222,7 @@ class Fetcher(AsyncResource):
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
+            await self._resolver.close()
 
     async def fetch(
         self, url: str, *, accept: BodyFilter | None = None, max_body: int | None = None
@@ -207,9 +237,14 @@ class Fetcher(AsyncResource):
                 # The URL is already normalised and percent-encoded: tell yarl not to
                 # parse and re-quote it (a measurable share of each request's CPU).
                 target = yarl.URL(url, encoded=True)
+                if target.raw_host is not None and _is_ip_literal(target.raw_host):
+                    # aiohttp connects to an IP literal without asking the resolver.
+                    await self._resolver.addresses(target.raw_host)
                 async with self._session.get(target, allow_redirects=False) as response:
                     return await self._read(url, response, accept, cap, started)
-        except (aiohttp.ClientError, TimeoutError, zlib.error, brotli.error, ValueError) as exc:
+        except (
+            aiohttp.ClientError, BlockedAddress, TimeoutError, zlib.error, brotli.error, ValueError
+        ) as exc:  # fmt: skip
             return FetchResult(
                 url=url, status=None, elapsed=time.monotonic() - started, error=_error_class(exc)
             )

@@ -1,9 +1,14 @@
-"""The host scheduler: per-host politeness slots in a ready-time heap.
+"""The host scheduler: per-host and per-address politeness slots in a ready-time heap.
 
 Each host has one :class:`HostSlot` holding its buffered URLs, its in-flight count, the
 earliest time its next request may start, and its robots.txt state. The heap is keyed by
 that ready time, so picking the next request is O(log hosts) and a throttled or slow host
 simply sits further down the heap: it never stalls the others.
+
+Hosts that resolve to the same address share an :class:`IpSlot`: at most ``per_ip``
+requests in flight to it, and the same delay rule after each response, so a server with
+500 virtual hosts is not asked 500 things at once. A host whose address is busy waits on
+that address and is put back in the heap when a request to it finishes.
 
 Delay rule, applied when a response completes::
 
@@ -34,6 +39,16 @@ Clock = Callable[[], float]
 
 
 @dataclass(slots=True, eq=False)
+class IpSlot:
+    """Politeness state of one server address, shared by every host name on it."""
+
+    address: str
+    inflight: int = 0
+    next_ready: float = 0.0
+    waiting: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True, eq=False)
 class HostSlot:
     """Politeness and queue state of one host."""
 
@@ -46,6 +61,16 @@ class HostSlot:
     robots_expires: float = 0.0
     robots_pending: bool = False
     robots_failures: int = 0
+    refused: str | None = None
+    """Why the host's URLs are not fetched at all (its address is not allowed, or it
+    kept failing)."""
+    ip: IpSlot | None = None
+    resolved: bool = False
+    resolving: bool = False
+    failures: int = 0
+    """Consecutive failed requests (timeouts, connection errors, 5xx)."""
+    trips: int = 0
+    """Times the circuit breaker has paused the host."""
     heap_key: float | None = None
 
     def needs_robots(self, now: float) -> bool:
@@ -60,6 +85,7 @@ class HostScheduler:
         self._politeness = politeness
         self._clock = clock
         self._slots: dict[int, HostSlot] = {}
+        self._ips: dict[str, IpSlot] = {}
         self._heap: list[tuple[float, int, int]] = []
         self._seq = itertools.count()
         self.buffered = 0
@@ -95,18 +121,37 @@ class HostScheduler:
         self.buffered -= len(urls)
         return urls
 
+    def assign_address(self, slot: HostSlot, address: str | None) -> None:
+        """Record the address a host resolved to (None: no address to share limits on)."""
+        slot.resolved = True
+        slot.resolving = False
+        slot.ip = None
+        if address is not None:
+            slot.ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
+        self._schedule(slot)
+
     def _wants_turn(self, slot: HostSlot) -> bool:
-        if slot.inflight >= self._politeness.per_host or slot.robots_pending:
+        if slot.inflight >= self._politeness.per_host or slot.robots_pending or slot.resolving:
+            return False
+        if slot.ip is not None and slot.ip.inflight >= self._politeness.per_ip:
+            slot.ip.waiting.add(slot.id)
             return False
         return bool(slot.queue)
+
+    @staticmethod
+    def _ready_at(slot: HostSlot) -> float:
+        if slot.ip is None:
+            return slot.next_ready
+        return max(slot.next_ready, slot.ip.next_ready)
 
     def _schedule(self, slot: HostSlot) -> None:
         if not self._wants_turn(slot):
             return
-        if slot.heap_key is not None and slot.heap_key <= slot.next_ready:
+        ready = self._ready_at(slot)
+        if slot.heap_key is not None and slot.heap_key <= ready:
             return
-        slot.heap_key = slot.next_ready
-        heapq.heappush(self._heap, (slot.next_ready, next(self._seq), slot.id))
+        slot.heap_key = ready
+        heapq.heappush(self._heap, (ready, next(self._seq), slot.id))
 
     def pop_ready(self) -> HostSlot | float | None:
         """The next host whose turn has come, else the time of the next turn, else None."""
@@ -119,9 +164,10 @@ class HostScheduler:
                 if slot.heap_key == ready:
                     slot.heap_key = None
                 continue
-            if slot.next_ready > ready:
-                heapq.heapreplace(self._heap, (slot.next_ready, next(self._seq), host_id))
-                slot.heap_key = slot.next_ready
+            if self._ready_at(slot) > ready:
+                later = self._ready_at(slot)
+                heapq.heapreplace(self._heap, (later, next(self._seq), host_id))
+                slot.heap_key = later
                 continue
             if ready > now:
                 return ready
@@ -138,8 +184,13 @@ class HostScheduler:
         """A request to the host has started."""
         slot.inflight += 1
         self.inflight += 1
+        now = self._clock()
         if self._politeness.per_host > 1:
-            slot.next_ready = max(slot.next_ready, self._clock() + self._politeness.delay)
+            slot.next_ready = max(slot.next_ready, now + self._politeness.delay)
+        if slot.ip is not None:
+            slot.ip.inflight += 1
+            if self._politeness.per_ip > 1:
+                slot.ip.next_ready = max(slot.ip.next_ready, now + self._politeness.delay)
         self._schedule(slot)
 
     def delay_after(self, slot: HostSlot, response_time: float) -> float:
@@ -157,9 +208,16 @@ class HostScheduler:
         slot.inflight -= 1
         self.inflight -= 1
         now = self._clock()
-        rest = max(self.delay_after(slot, response_time), extra_wait)
-        slot.next_ready = max(slot.next_ready, now + rest)
+        delay = self.delay_after(slot, response_time)
+        slot.next_ready = max(slot.next_ready, now + max(delay, extra_wait))
         self._schedule(slot)
+        ip = slot.ip
+        if ip is not None:
+            ip.inflight -= 1
+            ip.next_ready = max(ip.next_ready, now + delay)
+            waiting, ip.waiting = ip.waiting, set()
+            for host_id in waiting:
+                self._schedule(self._slots[host_id])
 
     def pause(self, slot: HostSlot, seconds: float) -> None:
         """Keep the host idle for ``seconds`` from now (robots.txt unavailable)."""

@@ -1,9 +1,10 @@
 """The URL filter stage: raw hrefs in, normalised in-scope candidates out.
 
 Every href a page yields goes through normalisation and validation (trawl.urls), then
-scope and include/exclude (trawl.scope). Nothing here raises: each rejection is counted
-in the batch under its reason (``invalid:<reason>``, ``off_scope``, ``excluded``), and
-the survivors become :class:`NewURL` candidates for the seen-set.
+scope and include/exclude (trawl.scope), then the hop-depth limit. Nothing here raises:
+each rejection is counted in the batch under its reason (``invalid:<reason>``,
+``off_scope``, ``excluded``, ``too_deep``), and the survivors become :class:`NewURL`
+candidates for the seen-set.
 
 This is the hottest code of a crawl (tens of links per page), so verdicts are cached:
 by the raw href when its meaning does not depend on the page's path (absolute, or
@@ -28,6 +29,8 @@ from trawl.urls import (
 )
 
 CACHE_SIZE = 50_000
+DEFAULT_MAX_DEPTH = 15
+"""Hops from a seed beyond which links are counted, not queued (``--max-depth``)."""
 _ABSOLUTE = ("http://", "https://")
 
 
@@ -51,11 +54,19 @@ Dropped = tuple[str, ...]
 
 
 class LinkFilter:
-    """Turns hrefs into seen-set candidates, counting every rejection."""
+    """Turns hrefs into seen-set candidates, counting every rejection.
 
-    def __init__(self, scope: Scope, rules: NormalizeRules) -> None:
+    A candidate deeper than ``max_depth`` hops from a seed is counted as ``too_deep``
+    and dropped, whether the URL is new or not; redirect targets keep the depth of the
+    URL that redirected, so they are never too deep.
+    """
+
+    def __init__(
+        self, scope: Scope, rules: NormalizeRules, max_depth: int = DEFAULT_MAX_DEPTH
+    ) -> None:
         self._scope = scope
         self._rules = rules
+        self._max_depth = max_depth
         self._cache: dict[str, Accepted | Dropped] = {}
 
     @property
@@ -104,6 +115,9 @@ class LinkFilter:
         if isinstance(entry[0], str):
             for name in entry:
                 batch.count(str(name))
+            return None
+        if depth > self._max_depth:
+            batch.count("too_deep")
             return None
         uid, url, host = entry
         return NewURL(int(uid), str(url), str(host), depth, redirect_hops)

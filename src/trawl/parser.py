@@ -172,6 +172,11 @@ def _decode(body: bytes, charset: str | None) -> bytes | str:
 
     Order of authority as in the HTML standard: byte-order mark, then the transport charset,
     then a ``<meta>`` declaration, then UTF-8. Undecodable bytes become U+FFFD.
+
+    NUL characters become U+FFFD here, as the HTML tokenizer would turn them in every
+    place trawl reads (attribute values, titles, comments, scripts), so Lexbor never sees
+    one: it logs a parse error for each, about 16 bytes apiece, and a body of zeros (a
+    gzip bomb) would cost 16 times its size in memory.
     """
     for bom, bom_codec in _BOMS:
         if body.startswith(bom):
@@ -181,7 +186,9 @@ def _decode(body: bytes, charset: str | None) -> bytes | str:
         declared = _codec_for(charset) if charset else None
         codec = declared or _prescan_meta_charset(body) or "utf-8"
     # Lexbor reads UTF-8 natively and replaces invalid sequences itself; skip a round trip.
-    return body if codec == "utf-8" else body.decode(codec, "replace")
+    if codec == "utf-8":
+        return body.replace(b"\x00", "\ufffd".encode())
+    return body.decode(codec, "replace").replace("\x00", "\ufffd")
 
 
 # --- robots directives ------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A cached copy younger than ``ROBOTS_TTL`` (24 h) is used as it is, also across resumed
 runs; the engine caches only usable answers, never an unavailable one. Otherwise
 robots.txt is fetched, following at most ``MAX_ROBOTS_REDIRECTS`` redirects (to any
-host, as RFC 9309 allows), and only the first ``MAX_ROBOTS_BYTES`` are read. What the
+host, as RFC 9309 allows), and only the first ``MAX_ROBOTS_BYTES`` are parsed. What the
 rules are for a response status (4xx allow all, 5xx unavailable) is decided in
 trawl.robots; what to do while a host's robots.txt is unavailable (wait and retry, then
 block its URLs) is the engine's business.
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trawl.fetcher import Fetcher
+from trawl.fetcher import Fetcher, FetchError
 from trawl.robots import (
     MAX_ROBOTS_BYTES,
     MAX_ROBOTS_REDIRECTS,
@@ -28,16 +28,22 @@ from trawl.store.base import RobotsRecord, Store
 from trawl.urls import NormalizeRules, Rejection, normalize
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# One byte more than is parsed: a longer file then arrives longer than the limit, and
+# parse_robots cuts it back to its last complete line instead of reading a cut-off rule
+# ("Disallow: /private" cut to "Disallow: /") as if the file ended there.
+_READ_BYTES = MAX_ROBOTS_BYTES + 1
 
 
 @dataclass(frozen=True, slots=True)
 class RobotsAnswer:
-    """A host's robots.txt verdict. ``rules`` None means unavailable (5xx, no answer)."""
+    """A host's robots.txt verdict. ``rules`` None means unavailable (5xx, no answer);
+    ``refused`` says the host's address is one trawl must not connect to."""
 
     rules: RobotsRules | None
     record: RobotsRecord
     fetched: bool
     expires_in: float
+    refused: bool = False
 
 
 class RobotsGate:
@@ -62,18 +68,25 @@ class RobotsGate:
         now = self._wall_clock()
         record = await self._store.robots(host_id)
         fetched = record is None or now - record.fetched_at >= ROBOTS_TTL
+        refused = False
         if record is None or fetched:
-            record = await self._fetch(robots_url(some_url))
+            record, refused = await self._fetch(robots_url(some_url))
         rules = (
             None
             if record.status is None
             else rules_for_response(record.status, record.body, self._agent)
         )
-        return RobotsAnswer(rules, record, fetched, ROBOTS_TTL - (now - record.fetched_at))
+        expires_in = ROBOTS_TTL - (now - record.fetched_at)
+        return RobotsAnswer(rules, record, fetched, expires_in, refused)
 
-    async def _fetch(self, target: str) -> RobotsRecord:
+    async def _fetch(self, target: str) -> tuple[RobotsRecord, bool]:
+        """The robots.txt record, and whether the host's own address was refused."""
+        first = True
         for _ in range(MAX_ROBOTS_REDIRECTS):
-            result = await self._fetcher.fetch(target, max_body=MAX_ROBOTS_BYTES)
+            result = await self._fetcher.fetch(target, max_body=_READ_BYTES)
+            if first and result.error == FetchError.BLOCKED_ADDRESS:
+                return RobotsRecord(None, b"", self._wall_clock()), True
+            first = False
             if result.status not in REDIRECTS or not result.location:
                 break
             following = normalize(result.location, target, self._url_rules)
@@ -81,5 +94,6 @@ class RobotsGate:
                 break
             target = following
         else:
-            result = await self._fetcher.fetch(target, max_body=MAX_ROBOTS_BYTES)
-        return RobotsRecord(status=result.status, body=result.body, fetched_at=self._wall_clock())
+            result = await self._fetcher.fetch(target, max_body=_READ_BYTES)
+        record = RobotsRecord(status=result.status, body=result.body, fetched_at=self._wall_clock())
+        return record, False

@@ -25,7 +25,9 @@ from trawl.engine import Crawler, seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.extract import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetcher import Fetcher
+from trawl.netguard import AddressPolicy
 from trawl.progress import show_progress
+from trawl.resolver import AiodnsBackend, GuardedResolver
 from trawl.robots import agent_token
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.summary import Summary
@@ -66,16 +68,25 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
         agent=agent_token(config.user_agent),
         honour_nofollow=config.honour_nofollow,
         max_links=config.limits.max_links,
+        max_depth=config.limits.max_depth,
     )
     async with (
-        SQLiteStore(config.data_dir) as store,
+        SQLiteStore(
+            config.data_dir,
+            page_budget=config.limits.max_pages_per_host,
+            discovery_budget=config.limits.discovery_budget,
+        ) as store,
         ExtractPool(settings, parse_workers(config.parse_workers)) as extract,
         Fetcher(
             user_agent=config.user_agent,
             timeouts=config.timeouts,
             max_body=config.limits.max_body,
-            resolve=config.resolve,
             concurrency=config.concurrency,
+            resolver=GuardedResolver(
+                AddressPolicy(config.allow_networks),
+                overrides=config.resolve,
+                backend=AiodnsBackend(config.nameservers),
+            ),
         ) as fetcher,
     ):
         yield Crawler(config, store, fetcher, extract)

@@ -14,6 +14,13 @@ from dataclasses import asdict, dataclass
 STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
 
+LIMIT_COUNTERS = (
+    "too_deep", "over_host_page_budget", "over_host_discovery_budget", "soft_404",
+    "breaker_trips", "breaker_gave_up", "truncated",
+)  # fmt: skip
+"""Counters of what a budget, a trap guard or the circuit breaker held back."""
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """What a crawl has done so far."""
@@ -36,6 +43,8 @@ class Summary:
     failed: int
     errors_by_class: Mapping[str, int]
     requests: int
+    dns: Mapping[str, int]
+    limits: Mapping[str, int]
     elapsed: float
     pages_per_second: float
 
@@ -77,6 +86,8 @@ class Summary:
             failed=counters.get("failed", 0),
             errors_by_class=prefixed("error:"),
             requests=counters.get("requests", 0),
+            dns=prefixed("dns_"),
+            limits={name: counters[name] for name in LIMIT_COUNTERS if counters.get(name)},
             elapsed=round(elapsed, 3),
             pages_per_second=round(rate, 1),
         )
@@ -106,6 +117,8 @@ class Summary:
             ("retries", str(self.retries)),
             ("failed", f"{self.failed}" + (f" ({errors})" if errors else "")),
             ("requests sent", str(self.requests)),
+            ("limits", ", ".join(f"{n} {v}" for n, v in self.limits.items()) or "-"),
+            ("DNS", ", ".join(f"{n} {v}" for n, v in self.dns.items()).replace("_", " ") or "-"),
             ("elapsed", f"{self.elapsed:.1f} s"),
         ]
         width = max(len(name) for name, _ in rows)

@@ -34,6 +34,10 @@ the store and the frontier key on the normalised form (and on `url_hash` of it).
 9. The path keeps its case and its trailing slash (``/a`` and ``/a/`` are different URLs);
    an empty path is ``/``.
 10. A result longer than `NormalizeRules.max_length` characters is rejected (``too_long``).
+11. Crawler traps in the path are rejected: more than `NormalizeRules.max_path_depth`
+    segments (``deep_path``; a trailing slash adds none), or a run of one or more
+    segments that comes three times in a row (``repeated_path``: ``/a/b/a/b/a/b``,
+    ``/x/x/x/``), the shape of a relative link that points back into its own page.
 
 Normalisation is idempotent: ``normalize(normalize(x)) == normalize(x)`` for every
 accepted ``x``. `normalize` never raises on any string; it returns a `Rejection` instead.
@@ -71,6 +75,8 @@ class Rejection(enum.StrEnum):
     CREDENTIALS = "credentials"
     BAD_PORT = "bad_port"
     BAD_HOST = "bad_host"
+    DEEP_PATH = "deep_path"
+    REPEATED_PATH = "repeated_path"
 
 
 DEFAULT_STRIP_PARAMS: frozenset[str] = frozenset(
@@ -94,32 +100,45 @@ DEFAULT_STRIP_PARAMS: frozenset[str] = frozenset(
         "_hsenc",
         "_hsmi",
         "mkt_tok",
-        # Session identifiers carried in URLs (Java, PHP, ColdFusion, generic).
+        # Session identifiers carried in URLs (Java, PHP, ASP.NET, ColdFusion, Perl
+        # CGI::Session, osCommerce, Zen Cart, xt:Commerce, BroadVision, generic). Classic
+        # ASP names its session ASPSESSIONID plus eight letters: a prefix, below.
         "sessionid",
+        "session_id",
+        "sessid",
         "jsessionid",
         "sid",
         "phpsessid",
+        "asp.net_sessionid",
         "cfid",
         "cftoken",
+        "cgisessid",
+        "oscsid",
+        "zenid",
+        "xtcsid",
+        "bv_sessionid",
     }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class NormalizeRules:
-    """What `normalize` strips and how long a URL may be.
+    """What `normalize` strips, how long a URL may be and how many path segments it may have.
 
     Parameter names and prefixes are matched case-insensitively; they are stored
     lower-cased whatever case they are given in.
     """
 
     strip_params: frozenset[str] = DEFAULT_STRIP_PARAMS
-    strip_prefixes: tuple[str, ...] = ("utm_",)
+    strip_prefixes: tuple[str, ...] = ("utm_", "aspsessionid")
     max_length: int = 2048
+    max_path_depth: int = 32
 
     def __post_init__(self) -> None:
         if self.max_length < 1:
             raise ValueError(f"max_length must be positive, got {self.max_length}")
+        if self.max_path_depth < 1:
+            raise ValueError(f"max_path_depth must be positive, got {self.max_path_depth}")
         object.__setattr__(self, "strip_params", frozenset(p.lower() for p in self.strip_params))
         object.__setattr__(self, "strip_prefixes", tuple(p.lower() for p in self.strip_prefixes))
 
@@ -279,6 +298,34 @@ def _normalize_path(path: str, rules: NormalizeRules) -> str:
     return _PATH_PARAM_RE.sub(lambda m: "" if rules.strips(m.group(1)) else m.group(), path)
 
 
+def _path_rejection(path: str, max_depth: int) -> Rejection | None:
+    """DEEP_PATH or REPEATED_PATH for a path that looks like a crawler trap (rule 11).
+
+    A bounded scan, never a regular expression: the segments are counted first, so the
+    search for repeats sees at most `max_depth` of them and makes fewer than
+    ``max_depth ** 2 / 3`` comparisons. A run of ``period`` segments comes three times
+    in a row exactly when ``2 * period`` consecutive segments each equal the one
+    ``period`` places further on.
+    """
+    depth = path.count("/") - path.endswith("/")
+    if depth > max_depth:
+        return Rejection.DEEP_PATH
+    if depth < 3:
+        return None
+    segments = path[1:].split("/", depth - 1)
+    segments[-1] = segments[-1].removesuffix("/")
+    for period in range(1, depth // 3 + 1):
+        run = 0
+        for index in range(depth - period):
+            if segments[index] == segments[index + period]:
+                run += 1
+                if run == 2 * period:
+                    return Rejection.REPEATED_PATH
+            else:
+                run = 0
+    return None
+
+
 def _port_rejection(port: str) -> Rejection | None:
     """BAD_PORT for a port that is not a number in 1..65535."""
     if port.isascii() and port.isdigit() and 0 < int(port) <= 65535:
@@ -406,7 +453,7 @@ def normalize_resolved(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str |
             return normalize_resolved(reparsed, rules)
     if len(result) > rules.max_length:
         return Rejection.TOO_LONG
-    return result
+    return _path_rejection(path, rules.max_path_depth) or result
 
 
 def url_hash(url: str) -> int:

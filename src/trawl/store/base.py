@@ -9,6 +9,16 @@ URL states::
     QUEUED  -> CLAIMED (taken into the in-memory buffer or in flight)
     CLAIMED -> DONE | FAILED | BLOCKED        (committed with the fetch outcome)
     CLAIMED -> QUEUED                         (retry later, or released on stop/resume)
+    QUEUED  -> PARKED  (its host used up its page budget; not fetched, not queued)
+    PARKED  -> QUEUED  (on start, when the host's page budget has room again)
+
+Every outcome a commit carries is for a URL the store handed out with ``claim``.
+
+Per-host budgets (engines take them when they are opened): a host never has more than
+its page budget of URLs fetched or handed out for fetching, and never more than its
+discovery budget of URLs stored; both hold exactly, also across stops and resumes,
+because the counts live in the host's row and change in the same transaction as the
+URLs they count.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ class State(enum.IntEnum):
     DONE = 2
     FAILED = 3
     BLOCKED = 4
+    PARKED = 5
 
 
 class NewURL(NamedTuple):
@@ -84,11 +95,21 @@ class RobotsRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Soft404Record:
+    """A host's answer to the soft-404 probe: the fingerprint of the page it serves for a
+    path that cannot exist, or None when it answers such paths properly."""
+
+    fingerprint: int | None
+    checked_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class HostUpdate:
-    """Host state written with a commit: the robots.txt cache."""
+    """Host state written with a commit: the robots.txt cache, the soft-404 probe's answer."""
 
     host_id: int
-    robots: RobotsRecord
+    robots: RobotsRecord | None = None
+    soft404: Soft404Record | None = None
 
 
 @dataclass(slots=True)
@@ -116,8 +137,9 @@ class CommitBatch:
 class CommitResult:
     """What a commit changed: new URLs, hosts that got work, and every counter written.
 
-    ``counters`` is the batch's counters plus ``discovered`` (rows really inserted) and
-    ``duplicates`` (candidates the store already had), exactly as stored.
+    ``counters`` is the batch's counters plus ``discovered`` (rows really inserted),
+    ``duplicates`` (candidates the store already had) and ``over_host_discovery_budget``
+    (candidates left out by their host's discovery budget), exactly as stored.
     """
 
     inserted: int
@@ -174,15 +196,27 @@ class Store(Protocol):
         ...
 
     async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
-        """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, shallowest first."""
+        """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, shallowest first.
+
+        Never more than the host's page budget leaves room for; once the host has used
+        it all, its QUEUED URLs become PARKED (counted as ``over_host_page_budget``).
+        """
         ...
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
-        """Apply a batch in one transaction; new URLs are inserted only if absent."""
+        """Apply a batch in one transaction; new URLs are inserted only if absent.
+
+        New URLs beyond their host's discovery budget are not inserted; they are counted
+        as ``over_host_discovery_budget``.
+        """
         ...
 
     async def robots(self, host_id: int) -> RobotsRecord | None:
         """The cached robots.txt of a host, if any."""
+        ...
+
+    async def soft404(self, host_id: int) -> Soft404Record | None:
+        """The host's stored answer to the soft-404 probe, if it was probed."""
         ...
 
     async def counters(self) -> Mapping[str, int]:

@@ -1,11 +1,17 @@
 """The store schema, kept to SQL that SQLite and PostgreSQL both accept.
 
 Migrations are numbered; ``meta.schema_version`` records the last one applied, so an
-older crawl directory is upgraded in place when a newer trawl opens it.
+older crawl directory is upgraded in place when a newer trawl opens it. A migration is
+never edited once released: a change is a new migration appended to the list.
 
 Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.urls.url_hash),
 so the primary key is the exact insert-if-absent check and no second index is needed.
 The frontier reads a partial index holding only QUEUED rows, per host, shallowest first.
+
+Migration 2 adds the per-host budgets' counts (``discovered``: URLs stored for the host;
+``fetched``: its URLs that reached DONE or FAILED; ``claimed``: its URLs handed out and
+not yet answered), filled in from the ``urls`` table for a crawl made before them, a
+partial index over URLs held back by the page budget, and the soft-404 probe's answer.
 """
 
 from __future__ import annotations
@@ -54,6 +60,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             name TEXT PRIMARY KEY,
             value BIGINT NOT NULL
         )""",
+    ),
+    (
+        "ALTER TABLE hosts ADD COLUMN discovered BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE hosts ADD COLUMN fetched BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE hosts ADD COLUMN claimed INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE hosts ADD COLUMN soft404_fingerprint BIGINT",
+        "ALTER TABLE hosts ADD COLUMN soft404_checked_at DOUBLE PRECISION",
+        """UPDATE hosts SET discovered = counts.stored, fetched = counts.answered
+            FROM (SELECT host_id, COUNT(*) AS stored,
+                         SUM(CASE WHEN state IN (2, 3) THEN 1 ELSE 0 END) AS answered
+                  FROM urls GROUP BY host_id) AS counts
+            WHERE counts.host_id = hosts.id""",
+        "CREATE INDEX IF NOT EXISTS urls_parked ON urls (host_id) WHERE state = 5",
     ),
 )
 

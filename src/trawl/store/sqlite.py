@@ -4,13 +4,16 @@ All SQL runs on one dedicated thread (SQLite connections are not shared across t
 so the event loop never blocks on disk. WAL lets ``trawl status`` read while a crawl
 writes. ``synchronous=NORMAL`` in WAL mode keeps every committed transaction across a
 process kill (only an OS crash can lose the last few), which is the guarantee trawl gives.
+
+The per-host budgets are checked where the rows change: ``claim`` hands out no more than
+a host's page budget leaves room for (its ``fetched`` plus ``claimed`` count), and the
+insert of new URLs stops at a host's discovery budget (its ``discovered`` count).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,8 +26,10 @@ from trawl.store.base import (
     CommitResult,
     ExportRow,
     HostWork,
+    NewURL,
     QueuedURL,
     RobotsRecord,
+    Soft404Record,
     State,
 )
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
@@ -32,16 +37,35 @@ from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statement
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
-_IN_CHUNK = 500
-_MIN_ID, _MAX_ID = -(2**63), 2**63 - 1  # ids per "IN (...)" list, below SQLite's variable limit
+_IN_CHUNK = 500  # ids per "IN (...)" list, below SQLite's variable limit
+_MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
+_ANSWERED = (State.DONE, State.FAILED)
+PAGE_BUDGET_COUNTER = "over_host_page_budget"
+"""Counter of URLs held back (PARKED) because their host used up its page budget."""
+PAGE_BUDGET_ERROR = "host_page_budget"
+"""The ``error`` of a PARKED URL."""
+DISCOVERY_BUDGET_COUNTER = "over_host_discovery_budget"
+"""Counter of new URLs not stored because their host used up its discovery budget."""
 
 
 class SQLiteStore(AsyncResource):
-    """Store engine on a local SQLite database in ``data_dir``."""
+    """Store engine on a local SQLite database in ``data_dir``.
 
-    def __init__(self, data_dir: Path, *, readonly: bool = False) -> None:
+    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        readonly: bool = False,
+        page_budget: int | None = None,
+        discovery_budget: int | None = None,
+    ) -> None:
         self.path = data_dir / DB_NAME
         self._readonly = readonly
+        self._page_budget = page_budget
+        self._discovery_budget = discovery_budget
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -140,8 +164,9 @@ class SQLiteStore(AsyncResource):
             moved = db.execute(
                 "UPDATE urls SET state = ? WHERE state = ?", (State.QUEUED, State.CLAIMED)
             ).rowcount
+            _unpark(db, self._page_budget)
             db.execute(
-                "UPDATE hosts SET inflight = 0, queued = (SELECT COUNT(*) FROM urls "
+                "UPDATE hosts SET inflight = 0, claimed = 0, queued = (SELECT COUNT(*) FROM urls "
                 "WHERE urls.host_id = hosts.id AND urls.state = 0)"
             )
             return moved
@@ -187,9 +212,24 @@ class SQLiteStore(AsyncResource):
         return await self._run(work)
 
     async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
+        budget = self._page_budget
+
         def work(db: sqlite3.Connection) -> list[QueuedURL]:
             claimed: list[QueuedURL] = []
+            parked = 0
             for host_id, limit in wanted.items():
+                if budget is not None:
+                    fetched, out = db.execute(
+                        "SELECT fetched, claimed FROM hosts WHERE id = ?", (host_id,)
+                    ).fetchone()
+                    if fetched >= budget:
+                        parked += _park(db, host_id)
+                        continue
+                    # URLs handed out may still come back unfetched (retry, robots), so
+                    # the rest wait while the budget is only spoken for.
+                    limit = min(limit, budget - fetched - out)
+                    if limit <= 0:
+                        continue
                 rows = db.execute(
                     "SELECT id, url, host_id, depth, redirect_hops, attempts FROM urls "
                     "WHERE host_id = ? AND state = 0 AND next_fetch_at <= ? "
@@ -203,15 +243,18 @@ class SQLiteStore(AsyncResource):
                     [(State.CLAIMED, row[0]) for row in rows],
                 )
                 db.execute(
-                    "UPDATE hosts SET queued = queued - ? WHERE id = ?", (len(rows), host_id)
+                    "UPDATE hosts SET queued = queued - ?, claimed = claimed + ? WHERE id = ?",
+                    (len(rows), len(rows), host_id),
                 )
                 claimed.extend(QueuedURL(*row) for row in rows)
+            _add_counters(db, {PAGE_BUDGET_COUNTER: parked})
             return claimed
 
         return await self._run(lambda: self._transaction(work))
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
-        return await self._run(lambda: self._transaction(lambda db: _apply(db, batch)))
+        budget = self._discovery_budget
+        return await self._run(lambda: self._transaction(lambda db: _apply(db, batch, budget)))
 
     async def robots(self, host_id: int) -> RobotsRecord | None:
         def work() -> RobotsRecord | None:
@@ -222,6 +265,18 @@ class SQLiteStore(AsyncResource):
             if row is None or row[2] is None:
                 return None
             return RobotsRecord(status=row[0], body=bytes(row[1] or b""), fetched_at=row[2])
+
+        return await self._run(work)
+
+    async def soft404(self, host_id: int) -> Soft404Record | None:
+        def work() -> Soft404Record | None:
+            row = self._db.execute(
+                "SELECT soft404_fingerprint, soft404_checked_at FROM hosts WHERE id = ?",
+                (host_id,),
+            ).fetchone()
+            if row is None or row[1] is None:
+                return None
+            return Soft404Record(fingerprint=row[0], checked_at=row[1])
 
         return await self._run(work)
 
@@ -309,7 +364,81 @@ def _ensure_hosts(db: sqlite3.Connection, names: Sequence[str]) -> dict[str, int
     return dict(_select_in(db, "SELECT name, id FROM hosts WHERE name IN", names))
 
 
-def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
+def _add_counters(db: sqlite3.Connection, counters: Mapping[str, int]) -> None:
+    """Add ``counters`` to the stored ones (zeros are skipped)."""
+    changed = [(name, value) for name, value in counters.items() if value]
+    if changed:
+        db.executemany(
+            "INSERT INTO counters (name, value) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
+            changed,
+        )
+
+
+def _park(db: sqlite3.Connection, host_id: int) -> int:
+    """Hold back every QUEUED URL of a host that used up its page budget; return how many."""
+    parked: int = db.execute(
+        "UPDATE urls SET state = ?, error = ? WHERE host_id = ? AND state = ?",
+        (State.PARKED, PAGE_BUDGET_ERROR, host_id, State.QUEUED),
+    ).rowcount
+    if parked:
+        db.execute("UPDATE hosts SET queued = queued - ? WHERE id = ?", (parked, host_id))
+    return parked
+
+
+def _unpark(db: sqlite3.Connection, page_budget: int | None) -> None:
+    """Queue again the PARKED URLs of hosts that the page budget now leaves room for
+    (a run with a larger ``--max-pages-per-host``); they leave the counter too."""
+    if page_budget is None:
+        cursor = db.execute(
+            "UPDATE urls SET state = ?, error = NULL WHERE state = ?", (State.QUEUED, State.PARKED)
+        )
+    else:
+        cursor = db.execute(
+            "UPDATE urls SET state = ?, error = NULL WHERE state = ? "
+            "AND host_id IN (SELECT id FROM hosts WHERE fetched < ?)",
+            (State.QUEUED, State.PARKED, page_budget),
+        )
+    _add_counters(db, {PAGE_BUDGET_COUNTER: -cursor.rowcount})
+
+
+_INSERT_URL = (
+    "INSERT INTO urls (id, url, host_id, depth, redirect_hops) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+)
+
+
+def _insert_urls(
+    db: sqlite3.Connection, host_id: int, urls: Sequence[NewURL], room: int | None
+) -> tuple[int, int]:
+    """Insert one host's new URLs, at most ``room`` of them (None: all).
+
+    Returns (rows inserted, candidates left out by the budget). When the batch does not
+    fit, the shallowest candidates, in the order they were found, take the room left;
+    each is inserted on its own so that one the store already has uses none of it.
+    """
+    rows = [(u.id, u.url, host_id, u.depth, u.redirect_hops) for u in urls]
+    if room is None or room >= len(rows):
+        rows.sort()  # key order: neighbouring inserts share B-tree pages
+        added: int = db.executemany(_INSERT_URL, rows).rowcount
+        return added, 0
+    added = tried = 0
+    for row in sorted(rows, key=_depth_of):
+        if added >= room:
+            break
+        tried += 1
+        added += db.execute(_INSERT_URL, row).rowcount
+    return added, len(rows) - tried
+
+
+def _depth_of(row: tuple[int, str, int, int, int]) -> int:
+    """Sort key: the depth of an insert row."""
+    return row[3]
+
+
+def _apply(
+    db: sqlite3.Connection, batch: CommitBatch, discovery_budget: int | None
+) -> CommitResult:
     """Write one batch; runs inside a transaction on the store thread."""
     if batch.outcomes:
         db.executemany(
@@ -325,48 +454,72 @@ def _apply(db: sqlite3.Connection, batch: CommitBatch) -> CommitResult:
                 for o in batch.outcomes
             ],
         )  # fmt: skip
-        requeued = Counter(o.host_id for o in batch.outcomes if o.state == State.QUEUED)
+        # Per host: URLs queued again, URLs answered (they count against the page
+        # budget), URLs no longer handed out.
+        per_host: dict[int, list[int]] = {}
+        for o in batch.outcomes:
+            counts = per_host.setdefault(o.host_id, [0, 0, 0])
+            counts[0] += o.state == State.QUEUED
+            counts[1] += o.state in _ANSWERED
+            counts[2] += 1
         db.executemany(
-            "UPDATE hosts SET queued = queued + ? WHERE id = ?",
-            [(count, host) for host, count in requeued.items()],
+            "UPDATE hosts SET queued = queued + ?, fetched = fetched + ?, "
+            "claimed = MAX(claimed - ?, 0) WHERE id = ?",
+            [(*counts, host) for host, counts in per_host.items()],
         )
-    inserted = 0
+    inserted = left_out = 0
     hosts_with_new_work: set[int] = set()
     if batch.new_urls:
         host_id = _ensure_hosts(db, sorted({u.host for u in batch.new_urls}))
-        by_host: dict[int, list[tuple[int, str, int, int, int]]] = {}
+        by_host: dict[int, list[NewURL]] = {}
         for u in batch.new_urls:
-            hid = host_id[u.host]
-            by_host.setdefault(hid, []).append((u.id, u.url, hid, u.depth, u.redirect_hops))
-        for hid, rows in by_host.items():
-            rows.sort()  # key order: neighbouring inserts share B-tree pages
-            added = db.executemany(
-                "INSERT INTO urls (id, url, host_id, depth, redirect_hops) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                rows,
-            ).rowcount
+            by_host.setdefault(host_id[u.host], []).append(u)
+        for hid, urls in by_host.items():
+            room = None
+            if discovery_budget is not None:
+                (known,) = db.execute(
+                    "SELECT discovered FROM hosts WHERE id = ?", (hid,)
+                ).fetchone()
+                room = discovery_budget - known
+            added, over = _insert_urls(db, hid, urls, room)
+            left_out += over
             if added:
                 inserted += added
                 hosts_with_new_work.add(hid)
-                db.execute("UPDATE hosts SET queued = queued + ? WHERE id = ?", (added, hid))
+                db.execute(
+                    "UPDATE hosts SET queued = queued + ?, discovered = discovered + ? "
+                    "WHERE id = ?",
+                    (added, added, hid),
+                )
     counters = dict(batch.counters)
     if batch.new_urls:
         counters["discovered"] = counters.get("discovered", 0) + inserted
-        duplicates = len(batch.new_urls) - inserted
+        duplicates = len(batch.new_urls) - inserted - left_out
         counters["duplicates"] = counters.get("duplicates", 0) + duplicates
-    if batch.hosts:
+    if left_out:
+        counters[DISCOVERY_BUDGET_COUNTER] = counters.get(DISCOVERY_BUDGET_COUNTER, 0) + left_out
+    robots = [
+        (u.robots.status, u.robots.body, u.robots.fetched_at, u.host_id)
+        for u in batch.hosts
+        if u.robots is not None
+    ]
+    if robots:
         db.executemany(
             "UPDATE hosts SET robots_status = ?, robots_body = ?, robots_fetched_at = ? "
             "WHERE id = ?",
-            [(u.robots.status, u.robots.body, u.robots.fetched_at, u.host_id) for u in batch.hosts],
+            robots,
         )
-    changed = [(name, value) for name, value in counters.items() if value]
-    if changed:
+    probes = [
+        (u.soft404.fingerprint, u.soft404.checked_at, u.host_id)
+        for u in batch.hosts
+        if u.soft404 is not None
+    ]
+    if probes:
         db.executemany(
-            "INSERT INTO counters (name, value) VALUES (?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
-            changed,
+            "UPDATE hosts SET soft404_fingerprint = ?, soft404_checked_at = ? WHERE id = ?",
+            probes,
         )
+    _add_counters(db, counters)
     return CommitResult(
         inserted=inserted,
         hosts_with_new_work=frozenset(hosts_with_new_work),

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import gzip
+import ipaddress
 import itertools
 import socket
 import threading
@@ -29,6 +30,7 @@ from types import TracebackType
 from aiohttp import hdrs, web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from trawl.config import IPNetwork
 from trawl.testsite.site import NOT_FOUND, Response, Site, route_key
 
 __all__ = ["RequestRecord", "SiteServer", "serve_forever"]
@@ -36,6 +38,7 @@ __all__ = ["RequestRecord", "SiteServer", "serve_forever"]
 _CHUNK = 64 * 1024
 _FILL = b" " * _CHUNK
 _LOOPBACK = "127.0.0.1"
+LOOPBACK_NETWORK = "127.0.0.0/8"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,18 +128,43 @@ async def _send(
     await response.write_eof()
 
 
+def loopback_address(index: int) -> str:
+    """The ``index``-th loopback address handed to a host: 127.0.0.1, 127.0.0.2, ...,
+    127.0.0.250, 127.0.1.1, ..."""
+    return f"127.0.{index // 250}.{index % 250 + 1}"
+
+
+def _listening(address: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class SiteServer:
     """Serves one `Site`; a context manager whose close is idempotent.
 
     The socket is bound first, then `site_factory` builds the site for the real port.
+    Each host name gets its own loopback address (127.0.0.1, 127.0.0.2, ... in the order
+    of the site's hosts), all on that port, so hosts are separate servers to a crawler's
+    per-address limit; with ``shared_address`` every name maps to 127.0.0.1 (one server
+    with many virtual hosts).
     """
 
     site: Site
     port: int
 
-    def __init__(self, site_factory: Callable[[int], Site], *, port: int = 0) -> None:
+    def __init__(
+        self, site_factory: Callable[[int], Site], *, port: int = 0, shared_address: bool = False
+    ) -> None:
         self._factory = site_factory
         self._wanted_port = port
+        self._shared = shared_address
+        self._addresses: dict[str, str] = {}
         self._lock = threading.Condition()
         self._finishing = 0
         self._log: list[RequestRecord] = []
@@ -146,24 +174,31 @@ class SiteServer:
         self._runner: web.ServerRunner | None = None
 
     def __enter__(self) -> SiteServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        socks = [_listening(_LOOPBACK, self._wanted_port)]
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((_LOOPBACK, self._wanted_port))
-            self.port = sock.getsockname()[1]
+            self.port = socks[0].getsockname()[1]
             self.site = self._factory(self.port)
+            names = (*self.site.hosts, *self.site.off_scope_hosts)
+            self._addresses = {
+                name: _LOOPBACK if self._shared else loopback_address(index)
+                for index, name in enumerate(names)
+            }
+            for address in sorted(set(self._addresses.values()) - {_LOOPBACK}):
+                socks.append(_listening(address, self.port))
         except BaseException:
-            sock.close()
+            for sock in socks:
+                sock.close()
             raise
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="trawl-testsite", daemon=True)
         self._thread.start()
         try:
-            asyncio.run_coroutine_threadsafe(self._start(sock), loop).result(timeout=10)
+            asyncio.run_coroutine_threadsafe(self._start(socks), loop).result(timeout=10)
         except BaseException:
             self.close()
-            sock.close()
+            for sock in socks:
+                sock.close()
             raise
         return self
 
@@ -188,11 +223,12 @@ class SiteServer:
             thread.join(timeout=10)
             loop.close()
 
-    async def _start(self, sock: socket.socket) -> None:
+    async def _start(self, socks: list[socket.socket]) -> None:
         server = web.Server(self._handle, access_log=None)
         self._runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        for sock in socks:
+            await web.SockSite(self._runner, sock).start()
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         start = time.monotonic()
@@ -254,16 +290,22 @@ class SiteServer:
             self._lock.wait_for(lambda: self._finishing == 0, timeout=5)
             return list(self._log)
 
+    def allow_networks(self) -> tuple[IPNetwork, ...]:
+        """The address range the server listens in, for ``CrawlConfig.allow_networks``."""
+        return (ipaddress.ip_network(LOOPBACK_NETWORK),)
+
     def resolve_map(self) -> dict[str, str]:
-        """Every host name of the site, off-scope ones included, mapped to loopback."""
-        return dict.fromkeys((*self.site.hosts, *self.site.off_scope_hosts), _LOOPBACK)
+        """Every host name of the site, off-scope ones included, mapped to its loopback
+        address."""
+        return dict(self._addresses)
 
     def resolve_args(self) -> list[str]:
-        """`resolve_map` as command-line options: ``--resolve host=127.0.0.1`` each."""
+        """`resolve_map` as command-line options (``--resolve host=127.0.0.1`` each), and
+        ``--allow-network`` for loopback, which trawl refuses by default."""
         args: list[str] = []
         for host, address in self.resolve_map().items():
             args += ["--resolve", f"{host}={address}"]
-        return args
+        return [*args, "--allow-network", LOOPBACK_NETWORK]
 
     def max_inflight_per_host(self) -> dict[str, int]:
         """The largest number of overlapping requests seen per host."""

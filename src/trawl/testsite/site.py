@@ -13,7 +13,7 @@ the spelling of every ground-truth URL.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from urllib.parse import SplitResult, quote, urlsplit
@@ -21,6 +21,7 @@ from urllib.parse import SplitResult, quote, urlsplit
 __all__ = [
     "NOT_FOUND",
     "TRACKING_PARAMS",
+    "GeneratedRoutes",
     "Response",
     "Route",
     "Site",
@@ -163,6 +164,37 @@ def _at_port(url: str, port: int) -> str:
     return canonical_url(f"{parts.scheme}://{parts.hostname}:{port}{_target(parts)}")
 
 
+PageMaker = Callable[[str], Response | None]
+"""Makes the answer for a canonical path+query of one host, or None for a 404."""
+
+
+class GeneratedRoutes(Mapping[tuple[str, str], Route]):
+    """Fixed routes plus hosts whose pages are made when asked for: endless sites
+    (crawler traps) and hosts that answer any path. Iteration gives the fixed routes."""
+
+    def __init__(
+        self, fixed: Mapping[tuple[str, str], Route], makers: Mapping[str, PageMaker]
+    ) -> None:
+        self._fixed = fixed
+        self._makers = makers
+
+    def __getitem__(self, key: tuple[str, str]) -> Route:
+        route = self._fixed.get(key)
+        if route is not None:
+            return route
+        maker = self._makers.get(key[0])
+        answer = None if maker is None else maker(key[1])
+        if answer is None:
+            raise KeyError(key)
+        return Route((answer,))
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._fixed)
+
+    def __len__(self) -> int:
+        return len(self._fixed)
+
+
 def _as_route(value: Response | Route | Sequence[Response]) -> Route:
     if isinstance(value, Route):
         return value
@@ -207,10 +239,12 @@ class Site:
         ground_truth: Iterable[str] = (),
         robots_blocked: Iterable[str] = (),
         expected_fetches: Iterable[str] | None = None,
+        generated: Mapping[str, PageMaker] | None = None,
     ) -> Site:
         """A small site from absolute URLs in any spelling, all moved to `port`.
 
-        `hosts` defaults to every host of the routes and seeds; `expected_fetches`
+        `hosts` defaults to every host of the routes, seeds and `generated` makers (keyed
+        by host name: pages made on demand for paths without a route); `expected_fetches`
         defaults to the ground truth minus the robots-blocked URLs.
         """
         table = {
@@ -220,6 +254,7 @@ class Site:
         seed_list = tuple(_at_port(seed, port) for seed in seeds)
         if hosts is None:
             names = {host for host, _ in table} | {urlsplit(s).hostname or "" for s in seed_list}
+            names |= set(generated or ())
             hosts = sorted(names)
         truth = frozenset(_at_port(u, port) for u in ground_truth)
         blocked = frozenset(_at_port(u, port) for u in robots_blocked)
@@ -230,7 +265,7 @@ class Site:
         )
         return cls(
             port=port,
-            routes=MappingProxyType(table),
+            routes=GeneratedRoutes(table, generated) if generated else MappingProxyType(table),
             seeds=seed_list,
             hosts=tuple(hosts),
             ground_truth=truth,

@@ -1,0 +1,73 @@
+"""A real DNS server on loopback for resolver tests (dnslib, UDP, in a thread).
+
+Each name answers from a script: a list of answers, one per query, the last one
+repeated; an answer is a list of (address, ttl) records, empty for NXDOMAIN.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from dnslib import AAAA, QTYPE, RCODE, RR, A
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
+
+Record = tuple[str, int]
+
+
+class ScriptedDns(BaseResolver):  # type: ignore[misc]
+    """Answers each name from its script and counts the queries it gets."""
+
+    def __init__(self, script: Mapping[str, Sequence[Sequence[Record]]]) -> None:
+        self._script = {name.rstrip("."): list(answers) for name, answers in script.items()}
+        self._lock = threading.Lock()
+        self.queries: Counter[str] = Counter()
+        self._server: Any = None
+
+    def resolve(self, request: Any, handler: Any) -> Any:
+        reply = request.reply()
+        name = str(request.q.qname).rstrip(".")
+        qtype = QTYPE[request.q.qtype]
+        with self._lock:
+            answers = self._script.get(name)
+            if answers is None:
+                reply.header.rcode = RCODE.NXDOMAIN
+                return reply
+            if qtype == "A":
+                self.queries[name] += 1
+                answer = answers[0] if len(answers) == 1 else answers.pop(0)
+            else:
+                answer = answers[0]
+        if not answer:
+            reply.header.rcode = RCODE.NXDOMAIN
+        for address, ttl in answer:
+            version = ipaddress.ip_address(address).version
+            if qtype == "A" and version == 4:
+                reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(address), ttl=ttl))
+            elif qtype == "AAAA" and version == 6:
+                reply.add_answer(RR(request.q.qname, QTYPE.AAAA, rdata=AAAA(address), ttl=ttl))
+        return reply
+
+    def __enter__(self) -> ScriptedDns:
+        self._server = DNSServer(
+            self, port=0, address="127.0.0.1", logger=DNSLogger(log="-request,-reply")
+        )
+        self._server.start_thread()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._server.stop()
+
+    @property
+    def nameserver(self) -> str:
+        """``127.0.0.1:PORT``, as ``--nameserver`` takes it."""
+        return f"127.0.0.1:{self._server.server.server_address[1]}"

@@ -1,0 +1,205 @@
+"""The guarded resolver against a real DNS server on loopback: TTL cache, policy, rebinding."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from dns_server import ScriptedDns
+from trawl.config import Timeouts
+from trawl.fetcher import Fetcher, FetchError
+from trawl.netguard import AddressPolicy
+from trawl.resolver import (
+    MIN_TTL,
+    NEGATIVE_TTL,
+    AiodnsBackend,
+    BlockedAddress,
+    GuardedResolver,
+    NameNotFound,
+)
+
+ALLOW_TWO = AddressPolicy([ipaddress.ip_network("127.0.0.2/32")])
+"""127.0.0.2 stands for a public address; the rest of loopback for a private network."""
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def resolver(
+    dns: ScriptedDns, policy: AddressPolicy, clock: Callable[[], float], size: int = 100
+) -> GuardedResolver:
+    backend = AiodnsBackend([dns.nameserver])
+    return GuardedResolver(policy, backend=backend, cache_size=size, min_ttl=0, clock=clock)
+
+
+async def test_answers_are_cached_for_their_ttl() -> None:
+    clock = FakeClock()
+    with ScriptedDns({"a.test": [[("127.0.0.2", 30)]]}) as dns:
+        guarded = resolver(dns, ALLOW_TWO, clock)
+        try:
+            assert await guarded.addresses("a.test") == ("127.0.0.2",)
+            clock.now += 29
+            assert await guarded.addresses("A.TEST.") == ("127.0.0.2",)
+            clock.now += 2
+            assert await guarded.addresses("a.test") == ("127.0.0.2",)
+        finally:
+            await guarded.close()
+    assert dns.queries["a.test"] == 1
+    stats = guarded.stats.as_counters()
+    assert (stats["dns_cache_hits"], stats["dns_cache_misses"]) == (1, 2)
+
+
+async def test_short_ttls_are_raised_to_the_floor_and_failures_remembered() -> None:
+    clock = FakeClock()
+    with ScriptedDns({"zero.test": [[("127.0.0.2", 0)]]}) as dns:
+        backend = AiodnsBackend([dns.nameserver])
+        guarded = GuardedResolver(ALLOW_TWO, backend=backend, clock=clock)
+        try:
+            await guarded.addresses("zero.test")
+            clock.now += MIN_TTL - 0.5
+            await guarded.addresses("zero.test")
+            assert guarded.stats.cache_misses == 1
+            clock.now += 1
+            await guarded.addresses("zero.test")
+            assert guarded.stats.cache_misses == 2
+            for _ in range(2):
+                with pytest.raises(NameNotFound):
+                    await guarded.addresses("missing.test")
+            assert guarded.stats.cache_misses == 3
+            clock.now += NEGATIVE_TTL + 1
+            with pytest.raises(NameNotFound):
+                await guarded.addresses("missing.test")
+        finally:
+            await guarded.close()
+    assert guarded.stats.cache_misses == 4
+
+
+async def test_the_cache_is_bounded() -> None:
+    clock = FakeClock()
+    names = {f"h{i}.test": [[("127.0.0.2", 300)]] for i in range(10)}
+    with ScriptedDns(names) as dns:
+        guarded = resolver(dns, ALLOW_TWO, clock, size=4)
+        try:
+            for name in names:
+                await guarded.addresses(name)
+            assert guarded.cached == 4
+            await guarded.addresses("h9.test")
+            assert guarded.stats.cache_hits == 1
+            await guarded.addresses("h0.test")
+            assert guarded.stats.cache_misses == 11
+        finally:
+            await guarded.close()
+
+
+async def test_rebinding_to_a_private_address_is_refused() -> None:
+    script = {"rebind.test": [[("127.0.0.2", 1)], [("127.0.0.1", 1)]]}
+    with ScriptedDns(script) as dns:
+        guarded = resolver(dns, ALLOW_TWO, time.monotonic)
+        try:
+            assert await guarded.addresses("rebind.test") == ("127.0.0.2",)
+            await asyncio.sleep(1.2)  # the record's TTL, in every cache on the way
+            with pytest.raises(BlockedAddress, match=r"127\.0\.0\.1, a loopback address"):
+                await guarded.resolve("rebind.test", 80)
+        finally:
+            await guarded.close()
+    assert dns.queries["rebind.test"] == 2
+    assert guarded.stats.blocked == 1
+
+
+async def test_refused_addresses_are_dropped_from_an_answer() -> None:
+    clock = FakeClock()
+    with ScriptedDns({"mixed.test": [[("127.0.0.1", 60), ("127.0.0.2", 60)]]}) as dns:
+        guarded = resolver(dns, ALLOW_TWO, clock)
+        try:
+            results = await guarded.resolve("mixed.test", 8080)
+        finally:
+            await guarded.close()
+    assert [(r["host"], r["port"]) for r in results] == [("127.0.0.2", 8080)]
+
+
+class Listener:
+    """A loopback TCP listener that answers every request with a tiny page and counts
+    the connections it accepts."""
+
+    def __init__(self, address: str, port: int = 0) -> None:
+        self.sock = socket.create_server((address, port))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                conn.recv(65536)
+                body = b"<a href='/x'>x</a>"
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+                )
+
+    def __enter__(self) -> Listener:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Listener, Listener]]:
+    """A 'public' server on 127.0.0.2 and a 'private' one on 127.0.0.1, same port."""
+    with Listener("127.0.0.2") as public, Listener("127.0.0.1", public.port) as private:
+        yield public, private
+
+
+async def test_the_fetcher_connects_only_to_checked_addresses(
+    servers: tuple[Listener, Listener],
+) -> None:
+    public, private = servers
+    script = {"mixed.test": [[("127.0.0.1", 60), ("127.0.0.2", 60)]],
+              "inside.test": [[("127.0.0.1", 60)]]}  # fmt: skip
+    with ScriptedDns(script) as dns:
+        async with Fetcher(
+            user_agent="trawl-test/1", timeouts=Timeouts(connect=2, total=5), max_body=1 << 16,
+            concurrency=4, resolver=resolver(dns, ALLOW_TWO, time.monotonic),
+        ) as fetcher:  # fmt: skip
+            ok = await fetcher.fetch(f"http://mixed.test:{public.port}/")
+            refused = await fetcher.fetch(f"http://inside.test:{public.port}/")
+            literal = await fetcher.fetch(f"http://127.0.0.1:{public.port}/")
+            mapped = await fetcher.fetch(f"http://[::ffff:127.0.0.1]:{public.port}/")
+    assert ok.status == 200
+    assert [r.error for r in (refused, literal, mapped)] == [FetchError.BLOCKED_ADDRESS] * 3
+    assert (public.accepted, private.accepted) == (1, 0)
+
+
+async def test_a_rebound_name_never_reaches_the_private_server(
+    servers: tuple[Listener, Listener],
+) -> None:
+    public, private = servers
+    script = {"rebind.test": [[("127.0.0.2", 1)], [("127.0.0.1", 1)]]}
+    with ScriptedDns(script) as dns:
+        async with Fetcher(
+            user_agent="trawl-test/1", timeouts=Timeouts(connect=2, total=5), max_body=1 << 16,
+            concurrency=4, resolver=resolver(dns, ALLOW_TWO, time.monotonic),
+        ) as fetcher:  # fmt: skip
+            first = await fetcher.fetch(f"http://rebind.test:{public.port}/")
+            await asyncio.sleep(1.2)
+            second = await fetcher.fetch(f"http://rebind.test:{public.port}/")
+    assert (first.status, second.error) == (200, FetchError.BLOCKED_ADDRESS)
+    assert (public.accepted, private.accepted) == (1, 0)
