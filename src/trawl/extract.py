@@ -4,9 +4,11 @@ It joins the parser and the URL filter, the two most CPU-hungry steps of a crawl
 one pure function of the page, so it can run in a worker process on another core.
 ``ExtractPool`` runs it there (``workers`` >= 1) or in the crawl's own process
 (``workers`` = 0). A worker is a plain child process fed through its standard input and
-answering on its standard output (length-prefixed pickles, answers in order). Workers
-ignore SIGINT (the crawl process decides how to stop) and exit at end of input, which
-comes when the crawl closes the pipe or dies, even by kill -9: nothing is left behind.
+answering on its standard output (length-prefixed pickles, answers in order; a page's
+body follows its job as a raw length-prefixed frame, so it is never copied into a
+pickle). Workers ignore SIGINT (the crawl process decides how to stop) and exit at end of
+input, which comes when the crawl closes the pipe or dies, even by kill -9: nothing is
+left behind.
 """
 
 from __future__ import annotations
@@ -123,12 +125,19 @@ def _write_frame(stream: BinaryIO, payload: object) -> None:
     stream.flush()
 
 
-def _read_frame(stream: BinaryIO) -> object | None:
+def _read_raw(stream: BinaryIO) -> bytes | None:
     head = stream.read(_FRAME.size)
     if len(head) < _FRAME.size:
         return None
     (size,) = _FRAME.unpack(head)
-    loaded: object = pickle.loads(stream.read(size))
+    return stream.read(size)
+
+
+def _read_frame(stream: BinaryIO) -> object | None:
+    data = _read_raw(stream)
+    if data is None:
+        return None
+    loaded: object = pickle.loads(data)
     return loaded
 
 
@@ -147,7 +156,12 @@ def worker_main() -> None:
     extractor = Extractor(settings)
     _write_frame(stdout, "ready")
     while isinstance(job := _read_frame(stdin), tuple):
-        _write_frame(stdout, extractor.extract(*job))
+        # The page body follows its job frame raw: pickling it would copy it twice more.
+        body = _read_raw(stdin)
+        if body is None:
+            return
+        url, depth, content_type, robots_tags = job
+        _write_frame(stdout, extractor.extract(url, depth, body, content_type, robots_tags))
 
 
 class _Worker:
@@ -172,10 +186,14 @@ class _Worker:
             while self.waiting:
                 self.waiting.popleft().set_exception(error)
 
-    async def send(self, payload: object) -> None:
+    async def send(self, payload: object, body: bytes | None = None) -> None:
+        """Send one frame, then ``body`` as a raw frame if given."""
         stdin = self.process.stdin
         assert stdin is not None
         stdin.write(_frame(payload))
+        if body is not None:
+            stdin.write(_FRAME.pack(len(body)))
+            stdin.write(body)
         await stdin.drain()
 
 
@@ -233,5 +251,5 @@ class ExtractPool(AsyncResource):
         worker = min(self._workers, key=lambda w: len(w.waiting))
         answer: asyncio.Future[Extracted] = asyncio.get_running_loop().create_future()
         worker.waiting.append(answer)
-        await worker.send((url, depth, body, content_type, tuple(robots_tags)))
+        await worker.send((url, depth, content_type, tuple(robots_tags)), body)
         return await answer
