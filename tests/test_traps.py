@@ -220,3 +220,22 @@ async def test_host_budgets_are_exact_across_a_stop_and_resume(
     assert stored["over_host_page_budget"] == 18
     assert stored["over_host_discovery_budget"] > 0
     assert stored["discovered"] == 30 + 3
+
+
+def link_flood_site(port: int) -> Site:
+    """A page with 100,000 distinct same-host links (about 2.4 MB of HTML)."""
+    anchors = "".join(f'<a href="/l{n}.html">{n}</a>' for n in range(100_000))
+    body = f"<!doctype html><title>flood</title><body>{anchors}</body>".encode()
+    return Site.build(port, {"http://flood.trap.test/": Response(body=body)},
+                      ["http://flood.trap.test/"])  # fmt: skip
+
+
+async def test_links_per_page_are_capped(crawl: CrawlRunner) -> None:
+    with SiteServer(link_flood_site) as server:
+        outcome = await crawl(server, limits=Limits(max_links=5000, max_pages=1),
+                              expect_state="page budget reached")  # fmt: skip
+    found = counters(outcome)
+    assert found["links"] == 5000
+    assert outcome.summary.discovered == 5001
+    stored = {url for url in outcome.rows if url.endswith(".html")}
+    assert stored == {server.site.url("flood.trap.test", f"/l{n}.html") for n in range(5000)}
