@@ -238,7 +238,10 @@ class Crawler:
                 break
             if not self._budget_left():
                 break
-            if self._scheduler.buffered * 2 < self._config.limits.memory_queue:
+            if (
+                self._scheduler.buffered * 2 < self._config.limits.memory_queue
+                and not self._frontier.exhausted
+            ):
                 self._refill_wanted.set()
             wait = REFILL_PERIOD
             # A fetch holds its slot until its result is committed, so a kill -9 can
@@ -305,6 +308,7 @@ class Crawler:
         for name, value in result.counters.items():
             self._counts[name] = self._counts.get(name, 0) + value
         if result.hosts_with_new_work:
+            self._frontier.exhausted = False
             self._refill_wanted.set()
         self._wake.set()
 

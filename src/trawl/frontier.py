@@ -26,6 +26,9 @@ class Frontier:
         self._capacity = capacity
         self.store_queued = 0
         self.refilling = False
+        self.exhausted = False
+        """The last refill found nothing to claim: the engine then asks again only when
+        new URLs arrive, or on its periodic refill (retries coming due)."""
 
     async def refill(self) -> int:
         """Claim due URLs for hosts whose buffer runs low; return how many were claimed.
@@ -46,6 +49,7 @@ class Frontier:
         hosts = await self._store.hosts_with_work(limit=max(1, min(room, 10_000)))
         self.store_queued = sum(h.queued for h in hosts)
         if not hosts:
+            self.exhausted = True
             return 0
         share = max(1, min(MAX_BATCH, room // len(hosts)))
         wanted: dict[int, int] = {}
@@ -58,6 +62,7 @@ class Frontier:
         if not wanted:
             return 0
         claimed = await self._store.claim(wanted, now=time.time())
+        self.exhausted = not claimed
         by_host: dict[int, list[QueuedURL]] = {}
         for url in claimed:
             by_host.setdefault(url.host_id, []).append(url)
