@@ -113,6 +113,7 @@ class CrawlRunner:
         parse_workers: int = 0,
         allow_networks: tuple[IPNetwork, ...] | None = None,
         extra_resolve: Mapping[str, str] | None = None,
+        warc: bool = False,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -138,6 +139,7 @@ class CrawlRunner:
             soft_404=soft_404,
             parse_workers=parse_workers,
             rng_seed=1,
+            warc=warc,
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

@@ -166,6 +166,9 @@ class CrawlConfig:
     resolve: Mapping[str, str] = field(default_factory=dict)
     allow_networks: tuple[IPNetwork, ...] = ()
     nameservers: tuple[str, ...] = ()
+    warc: bool = False
+    """Archive every fetch to WARC files in ``data_dir / "warc"``."""
+    warc_max_size: int = 1 << 30
     """DNS servers (``IP`` or ``IP:PORT``); empty means the system's."""
     """Address ranges fetched from although they are not public (loopback, private...)."""
     fresh: bool = False
@@ -190,8 +193,8 @@ _CONFIG_KEYS = frozenset(
         "connect_timeout", "timeout", "retry_base", "retry_cap", "retry_attempts",
         "strip_params", "ignore_nofollow", "response_factor", "max_delay", "seed",
         "parse_workers", "allow_network", "per_ip", "max_depth", "max_pages_per_host",
-        "max_discovered_per_host", "nameserver", "breaker_threshold", "breaker_pause",
-        "breaker_trips", "no_soft_404",
+        "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
+        "breaker_pause", "breaker_trips", "no_soft_404",
     }
 )  # fmt: skip
 

@@ -28,6 +28,7 @@ import yarl
 from trawl.config import Timeouts
 from trawl.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
+from trawl.warc import StorageKey, WarcExchange
 
 CHUNK = 64 * 1024
 BodyFilter = Callable[[str | None, bytes], bool]
@@ -66,6 +67,14 @@ class FetchResult:
     truncated: bool = False
     elapsed: float = 0.0
     error: FetchError | None = None
+    archived: StorageKey | None = None
+    """Where the exchange was archived (WARC file and offset), when a recorder is set."""
+
+
+class Recorder(Protocol):
+    """Archives every exchange the fetcher makes (a :class:`~trawl.warc.WarcWriter`)."""
+
+    async def write(self, exchange: WarcExchange) -> StorageKey: ...
 
 
 class _Decoder(Protocol):
@@ -133,6 +142,14 @@ def _decoder(encoding: str | None) -> _Decoder | None:
     return None
 
 
+def _peer_address(response: aiohttp.ClientResponse) -> str | None:
+    """The address the response came from, while its connection is still held."""
+    connection = response.connection
+    transport = None if connection is None else connection.transport
+    peer = None if transport is None else transport.get_extra_info("peername")
+    return str(peer[0]) if peer else None
+
+
 def _is_ip_literal(host: str) -> bool:
     try:
         ipaddress.ip_address(host.strip("[]"))
@@ -172,12 +189,14 @@ class Fetcher(AsyncResource):
         max_body: int,
         concurrency: int,
         resolver: GuardedResolver,
+        recorder: Recorder | None = None,
     ) -> None:
         self._user_agent = user_agent
         self._timeouts = timeouts
         self._max_body = max_body
         self._concurrency = concurrency
         self._resolver = resolver
+        self._recorder = recorder
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -263,6 +282,9 @@ class Fetcher(AsyncResource):
         decoder = _decoder(headers.get("Content-Encoding"))
         body = bytearray()
         truncated = False
+        # What the archive keeps: the body as received (still content-encoded), capped.
+        wire: bytearray | None = None if self._recorder is None else bytearray()
+        peer = _peer_address(response)
         if decoder is None:
             wanted = False
         elif accept is not None and content_type:
@@ -272,6 +294,8 @@ class Fetcher(AsyncResource):
         sniff = accept is not None and not content_type
         if wanted and decoder is not None:
             async for chunk in response.content.iter_chunked(CHUNK):
+                if wire is not None:
+                    wire += chunk[: cap - len(wire)]
                 body += decoder.feed(chunk, cap - len(body) + 1)
                 if len(body) > cap:
                     del body[cap:]
@@ -293,6 +317,25 @@ class Fetcher(AsyncResource):
             if truncated:
                 response.close()
             length = len(body)
+        archived = None
+        if self._recorder is not None and wire is not None:
+            archived = await self._recorder.write(
+                WarcExchange(
+                    url=url,
+                    request_headers=list(response.request_info.headers.items()),
+                    status=response.status,
+                    reason=response.reason or "",
+                    response_headers=[
+                        (name.decode("latin-1"), value.decode("latin-1"))
+                        for name, value in response.raw_headers
+                    ],
+                    body=bytes(wire),
+                    fetched_at=time.time(),
+                    ip=peer,
+                    # Not read to its end: cut at the cap, or not wanted (not HTML).
+                    truncated=truncated or not wanted,
+                )
+            )
         return FetchResult(
             url=url,
             status=response.status,
@@ -304,4 +347,5 @@ class Fetcher(AsyncResource):
             length=length,
             truncated=truncated,
             elapsed=time.monotonic() - started,
+            archived=archived,
         )

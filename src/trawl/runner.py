@@ -31,6 +31,10 @@ from trawl.resolver import AiodnsBackend, GuardedResolver
 from trawl.robots import agent_token
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.summary import Summary
+from trawl.warc import WarcWriter
+
+WARC_DIR = "warc"
+"""Where ``--warc`` files go, inside the data dir."""
 
 LOCK_NAME = "crawl.lock"
 
@@ -70,25 +74,40 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
         max_links=config.limits.max_links,
         max_depth=config.limits.max_depth,
     )
-    async with (
-        SQLiteStore(
-            config.data_dir,
-            page_budget=config.limits.max_pages_per_host,
-            discovery_budget=config.limits.discovery_budget,
-        ) as store,
-        ExtractPool(settings, parse_workers(config.parse_workers)) as extract,
-        Fetcher(
-            user_agent=config.user_agent,
-            timeouts=config.timeouts,
-            max_body=config.limits.max_body,
-            concurrency=config.concurrency,
-            resolver=GuardedResolver(
-                AddressPolicy(config.allow_networks),
-                overrides=config.resolve,
-                backend=AiodnsBackend(config.nameservers),
-            ),
-        ) as fetcher,
-    ):
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(
+            SQLiteStore(
+                config.data_dir,
+                page_budget=config.limits.max_pages_per_host,
+                discovery_budget=config.limits.discovery_budget,
+            )
+        )
+        extract = await stack.enter_async_context(
+            ExtractPool(settings, parse_workers(config.parse_workers))
+        )
+        recorder = None
+        if config.warc:
+            recorder = await stack.enter_async_context(
+                WarcWriter(
+                    config.data_dir / WARC_DIR,
+                    max_size=config.warc_max_size,
+                    info={"http-header-user-agent": config.user_agent},
+                )
+            )
+        fetcher = await stack.enter_async_context(
+            Fetcher(
+                user_agent=config.user_agent,
+                timeouts=config.timeouts,
+                max_body=config.limits.max_body,
+                concurrency=config.concurrency,
+                resolver=GuardedResolver(
+                    AddressPolicy(config.allow_networks),
+                    overrides=config.resolve,
+                    backend=AiodnsBackend(config.nameservers),
+                ),
+                recorder=recorder,
+            )
+        )
         yield Crawler(config, store, fetcher, extract)
 
 
