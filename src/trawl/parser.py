@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
 
-__all__ = ["HTML_TYPES", "ParsedPage", "is_html", "parse_html", "robots_header"]
+__all__ = ["HTML_TYPES", "ParsedPage", "decode_body", "is_html", "parse_html", "robots_header"]
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
@@ -167,7 +167,7 @@ def _prescan_meta_charset(body: bytes) -> str | None:
     return None
 
 
-def _decode(body: bytes, charset: str | None) -> bytes | str:
+def decode_body(body: bytes, charset: str | None) -> bytes | str:
     """Turn the body into what Lexbor reads: UTF-8 bytes as they are, anything else as text.
 
     Order of authority as in the HTML standard: byte-order mark, then the transport charset,
@@ -297,7 +297,7 @@ def parse_html(
     ``max_links`` are not read. With ``honour_nofollow``, links marked ``rel=nofollow`` are
     dropped, and a page-wide robots nofollow drops them all.
     """
-    tree = LexborHTMLParser(_decode(body, charset))
+    tree = LexborHTMLParser(decode_body(body, charset))
     noindex, nofollow = _meta_robots(tree, agent_token)
     if nofollow and honour_nofollow:
         links: tuple[str, ...] = ()
