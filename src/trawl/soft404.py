@@ -26,7 +26,6 @@ stored; the next run asks again. robots.txt applies to the probe like any other 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import random
 import re
@@ -39,6 +38,7 @@ from selectolax.lexbor import LexborHTMLParser
 from trawl.fetcher import Fetcher
 from trawl.parser import is_html
 from trawl.robots import ROBOTS_TTL
+from trawl.simhash import hamming, simhash
 from trawl.store.base import Soft404Record, Store
 
 __all__ = [
@@ -63,9 +63,6 @@ page is never taken for the error page, so no page is parsed twice at full size.
 
 _WORD = re.compile(r"\w+")
 _HIDDEN = ["script", "style", "noscript", "template"]
-_BIT_TABLES = [bytes((value >> bit) & 1 for value in range(256)) for bit in range(8)]
-"""For each bit of a byte, a translation table mapping every byte to that bit."""
-_SIGN = 1 << 63
 
 
 def probe_url(url: str, rng: random.Random) -> str:
@@ -100,24 +97,12 @@ def fingerprint(body: bytes, url: str) -> int | None:
     if not words:
         return None
     features = {f"{first} {second}" for first, second in itertools.pairwise(words)} or {words[0]}
-    digests = b"".join(
-        hashlib.blake2b(f.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        for f in features
-    )
-    half = len(features) / 2
-    value = 0
-    # Column by column: the n-th byte of every digest, then how many have each bit set.
-    for byte in range(8):
-        column = digests[byte::8]
-        for bit, table in enumerate(_BIT_TABLES):
-            if column.translate(table).count(1) > half:
-                value |= 1 << (byte * 8 + bit)
-    return value - (value & _SIGN) * 2
+    return simhash(features)
 
 
 def distance(a: int, b: int) -> int:
     """How many of the 64 bits two fingerprints differ in."""
-    return ((a ^ b) & 0xFFFF_FFFF_FFFF_FFFF).bit_count()
+    return hamming(a, b)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,8 @@ from typing import Protocol
 import trafilatura
 
 from trawl.parser import decode_body
+from trawl.simhash import hamming
+from trawl.simhash import simhash as simhash_of
 
 __all__ = [
     "NEAR_DUPLICATE_BITS",
@@ -62,14 +64,10 @@ SHINGLE_WORDS = 3
 NEAR_DUPLICATE_BITS = 3
 """Pages whose SimHashes differ in at most this many of the 64 bits are near-duplicates."""
 
-_MASK64 = (1 << 64) - 1
-_SIGN = 1 << 63
 _WORD = re.compile(r"\w+")
 _SPACES = re.compile(r"[^\S\n]+")
 _LANGUAGE = re.compile(r"[a-z]{2,3}")
 _SUBTAG_END = re.compile(r"[-_,;\s]")
-_BIT_TABLES = [bytes((value >> bit) & 1 for value in range(256)) for bit in range(8)]
-"""For each bit of a byte, a translation table mapping every byte to that bit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,25 +120,7 @@ def _features(text: str) -> set[str]:
 
 def simhash(text: str) -> int:
     """The signed 64-bit SimHash of ``text``'s word 3-shingles; 0 for a text without words."""
-    features = _features(text)
-    digests = b"".join(
-        hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        for feature in features
-    )
-    half = len(features) / 2
-    value = 0
-    # Column by column: byte n of every digest, then how many of them have each bit set.
-    for byte in range(8):
-        column = digests[byte::8]
-        for bit, table in enumerate(_BIT_TABLES):
-            if column.translate(table).count(1) > half:
-                value |= 1 << (byte * 8 + bit)
-    return value - ((value & _SIGN) << 1)
-
-
-def hamming(a: int, b: int) -> int:
-    """How many of the 64 bits of two SimHashes (signed or unsigned) differ."""
-    return ((a ^ b) & _MASK64).bit_count()
+    return simhash_of(_features(text))
 
 
 class _Element(Protocol):

@@ -1,0 +1,41 @@
+"""64-bit SimHash: the one implementation behind near-duplicate text and soft-404 pages.
+
+Each feature (a string) is hashed to 64 bits with blake2b; bit n of the SimHash is set
+when more than half of the features' hashes have bit n set. Similar feature sets give
+hashes a few bits apart. Values are signed 64-bit integers, so they fit SQLite INTEGER and
+PostgreSQL bigint; ``value & 0xFFFF_FFFF_FFFF_FFFF`` gives the unsigned form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection
+
+__all__ = ["hamming", "simhash"]
+
+_MASK64 = (1 << 64) - 1
+_SIGN = 1 << 63
+_BIT_TABLES = [bytes((value >> bit) & 1 for value in range(256)) for bit in range(8)]
+"""For each bit of a byte, a translation table mapping every byte to that bit."""
+
+
+def simhash(features: Collection[str]) -> int:
+    """The signed 64-bit SimHash of distinct ``features``; 0 when there are none."""
+    digests = b"".join(
+        hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        for feature in features
+    )
+    half = len(features) / 2
+    value = 0
+    # Column by column: byte n of every digest, then how many of them have each bit set.
+    for byte in range(8):
+        column = digests[byte::8]
+        for bit, table in enumerate(_BIT_TABLES):
+            if column.translate(table).count(1) > half:
+                value |= 1 << (byte * 8 + bit)
+    return value - ((value & _SIGN) << 1)
+
+
+def hamming(a: int, b: int) -> int:
+    """How many of the 64 bits of two SimHashes (signed or unsigned) differ."""
+    return ((a ^ b) & _MASK64).bit_count()
