@@ -31,6 +31,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from trawl.config import IPNetwork
+from trawl.testsite.loop import BackgroundLoop
 from trawl.testsite.server import LOOPBACK_NETWORK
 from trawl.testsite.site import route_key
 
@@ -283,8 +284,7 @@ class HostileServer:
         self._lock = threading.Condition()
         self._active = 0
         self._log: list[HostileRecord] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._background = BackgroundLoop("trawl-hostile")
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -307,14 +307,9 @@ class HostileServer:
         except BaseException:
             sock.close()
             raise
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="trawl-hostile", daemon=True)
-        self._thread.start()
         try:
-            asyncio.run_coroutine_threadsafe(self._start(sock), loop).result(timeout=10)
+            self._background.start(lambda: self._start(sock))
         except BaseException:
-            self.close()
             sock.close()
             raise
         return self
@@ -329,15 +324,7 @@ class HostileServer:
 
     def close(self) -> None:
         """Stop serving, drop every connection and join the thread; idempotent."""
-        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        if loop is None or thread is None:
-            return
-        try:
-            asyncio.run_coroutine_threadsafe(self._stop(), loop).result(timeout=10)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
-            loop.close()
+        self._background.stop(self._stop)
 
     async def _start(self, sock: socket.socket) -> None:
         self._server = await asyncio.start_server(self._accept, sock=sock, limit=_HEAD_LIMIT)

@@ -31,6 +31,7 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from trawl.config import IPNetwork
+from trawl.testsite.loop import BackgroundLoop
 from trawl.testsite.site import NOT_FOUND, Response, Site, route_key
 
 __all__ = ["RequestRecord", "SiteServer", "serve_forever"]
@@ -169,8 +170,7 @@ class SiteServer:
         self._finishing = 0
         self._log: list[RequestRecord] = []
         self._hits: Counter[tuple[str, str]] = Counter()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._background = BackgroundLoop("trawl-testsite")
         self._runner: web.ServerRunner | None = None
 
     def __enter__(self) -> SiteServer:
@@ -189,14 +189,9 @@ class SiteServer:
             for sock in socks:
                 sock.close()
             raise
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="trawl-testsite", daemon=True)
-        self._thread.start()
         try:
-            asyncio.run_coroutine_threadsafe(self._start(socks), loop).result(timeout=10)
+            self._background.start(lambda: self._start(socks))
         except BaseException:
-            self.close()
             for sock in socks:
                 sock.close()
             raise
@@ -212,16 +207,8 @@ class SiteServer:
 
     def close(self) -> None:
         """Stop serving and join the thread; calling it again does nothing."""
-        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        if loop is None or thread is None:
-            return
-        try:
-            if self._runner is not None:
-                asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(timeout=10)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
-            loop.close()
+        runner = self._runner
+        self._background.stop(None if runner is None else runner.cleanup)
 
     async def _start(self, socks: list[socket.socket]) -> None:
         server = web.Server(self._handle, access_log=None)
