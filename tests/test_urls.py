@@ -434,3 +434,19 @@ def test_string_join_agrees_on_every_whatwg_case() -> None:
             assert resolve_against_serialized(case["input"], base) == resolve(case["input"], base)
             checked += 1
     assert checked > 350
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("%%41b=2", "https://base.test/dir/%%41b=2"),
+        ("%4%41", "https://base.test/dir/%4%41"),
+        ("%%34%31", "https://base.test/dir/%%341"),
+        ("a%41b", "https://base.test/dir/aAb"),
+        ("?x=%%41b&y=%7e", "https://base.test/dir/page.html?x=%%41b&y=~"),
+    ],
+)
+def test_decoding_an_escape_never_makes_a_new_one(href: str, expected: str) -> None:
+    url = normalize(href, BASE)
+    assert url == expected
+    assert normalize(url) == url

@@ -48,6 +48,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
+import string
 from dataclasses import dataclass
 
 from ada_url import idna_to_ascii, join_url, parse_url
@@ -265,10 +266,24 @@ def resolve_against_serialized(href: str, base: str | None) -> str | None:
 
 
 def _fix_escapes(part: str) -> str:
-    """Upper-case percent-escape hex and decode escapes of unreserved characters."""
+    """Upper-case percent-escape hex and decode escapes of unreserved characters.
+
+    An escape right after a literal ``%`` (or ``%`` and one hex digit) is only
+    upper-cased: decoding it would make a new escape out of that ``%`` (``%%41b`` would
+    become ``%Ab``, the byte 0xAB), which changes the URL and a second pass.
+    """
     if "%" not in part:
         return part
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group()], part)
+    return _ESCAPE_RE.sub(_fixed_escape, part)
+
+
+def _fixed_escape(match: re.Match[str]) -> str:
+    escape, start, text = match.group(), match.start(), match.string
+    if text[start - 1 : start] == "%" or (
+        start >= 2 and text[start - 2] == "%" and text[start - 1] in string.hexdigits
+    ):
+        return escape.upper()
+    return _ESCAPES[escape]
 
 
 def _normalize_query(query: str, rules: NormalizeRules) -> str:
