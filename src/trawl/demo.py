@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from trawl.soft404 import PROBE_PREFIX
 from trawl.summary import Summary
 from trawl.testsite.generator import generate_site
 from trawl.testsite.server import SiteServer
@@ -28,18 +29,21 @@ def run_demo(hosts: int, pages: int, values: dict[str, Any], crawl: CrawlFn) -> 
             "allow_network": [str(n) for n in server.allow_networks()],
         }
         click.echo(
-            f"demo site: {len(site.hosts)} hosts on 127.0.0.1:{server.port}, seed {site.seeds[0]}",
+            f"demo site: {len(site.hosts)} hosts on loopback port {server.port}, "
+            f"seed {site.seeds[0]}",
             err=True,
         )
         summary = crawl(site.seeds, values)
-        fetched_urls = {
-            (r.host, r.path) for r in server.requests if not r.path.startswith("/robots.txt")
+        requests = [r for r in server.requests if not r.path.startswith("/robots.txt")]
+        probes = sum(1 for r in requests if r.path.startswith(PROBE_PREFIX))
+        pages_requested = {
+            (r.host, r.path) for r in requests if not r.path.startswith(PROBE_PREFIX)
         }
         verdict = "matches" if summary.discovered == len(site.ground_truth) else "DIFFERS"
         click.echo(
             f"ground truth: {len(site.ground_truth)} unique in-scope URLs, "
             f"{len(site.expected_fetches)} fetchable, {len(site.robots_blocked)} robots-blocked; "
             f"trawl counted {summary.discovered} ({verdict}); "
-            f"server saw {len(fetched_urls)} page requests"
+            f"server saw {len(pages_requested)} page requests and {probes} soft-404 probes"
         )
         return summary
