@@ -13,11 +13,15 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import pytest
 
 from trawl.config import Breaker, CrawlConfig, IPNetwork, Limits, Politeness, ScopeConfig, Timeouts
+from trawl.fetcher import Fetcher
+from trawl.netguard import AddressPolicy
+from trawl.resolver import GuardedResolver
 from trawl.retry import RetryPolicy
 from trawl.runner import build_engine
 from trawl.soft404 import PROBE_PREFIX
@@ -182,3 +186,30 @@ def expected_hits(site: Site, url: str) -> int:
         route_key(parts.netloc, parts.path + (f"?{parts.query}" * bool(parts.query)))
     )
     return len(route.responses) if route else 1
+
+
+class LoopbackServer(Protocol):
+    """A test server: host names mapped to loopback, in an address range to allow."""
+
+    def resolve_map(self) -> dict[str, str]: ...
+
+    def allow_networks(self) -> tuple[IPNetwork, ...]: ...
+
+
+def loopback_fetcher(
+    server: LoopbackServer,
+    *,
+    timeouts: Timeouts,
+    max_body: int,
+    user_agent: str = "trawl/0 (test)",
+) -> Fetcher:
+    """A fetcher that resolves ``server``'s names and may connect to it."""
+    return Fetcher(
+        user_agent=user_agent,
+        timeouts=timeouts,
+        max_body=max_body,
+        concurrency=4,
+        resolver=GuardedResolver(
+            AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
+        ),
+    )

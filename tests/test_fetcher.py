@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 import brotli
 import pytest
 
+from conftest import loopback_fetcher
 from trawl.config import Timeouts
 from trawl.fetcher import Fetcher, FetchError
 from trawl.netguard import AddressPolicy
@@ -99,14 +100,11 @@ def server() -> Iterator[SiteServer]:
 @pytest.fixture
 async def fetcher(server: SiteServer) -> AsyncIterator[Fetcher]:
     """A fetcher resolving the site's host to loopback, capped at ``CAP`` bytes."""
-    async with Fetcher(
+    async with loopback_fetcher(
+        server,
         user_agent="trawl-test/1 (+http://fetch.test/bot)",
         timeouts=Timeouts(connect=2.0, total=0.5),
         max_body=CAP,
-        concurrency=4,
-        resolver=GuardedResolver(
-            AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
-        ),
     ) as opened:
         yield opened
 

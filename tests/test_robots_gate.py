@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import loopback_fetcher
 from trawl.config import Timeouts
-from trawl.fetcher import Fetcher
-from trawl.netguard import AddressPolicy
-from trawl.resolver import GuardedResolver
 from trawl.robots import ROBOTS_TTL
 from trawl.robots_gate import RobotsGate
 from trawl.store.base import CommitBatch, HostUpdate
@@ -57,15 +55,9 @@ async def gate_parts(
     clock = Clock()
     async with (
         SQLiteStore(tmp_path) as store,
-        Fetcher(
-            user_agent="trawl/0 (test)", timeouts=Timeouts(connect=2, total=5),
-            max_body=1 << 20, concurrency=4,
-            resolver=GuardedResolver(
-                AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
-            ),
-        ) as fetcher,
-    ):  # fmt: skip
-        yield RobotsGate(store, fetcher, "trawl", DEFAULT_RULES, clock), store, clock
+        loopback_fetcher(server, timeouts=Timeouts(connect=2, total=5), max_body=1 << 20) as f,
+    ):
+        yield RobotsGate(store, f, "trawl", DEFAULT_RULES, clock), store, clock
 
 
 def robots_hits(server: SiteServer, host: str) -> int:

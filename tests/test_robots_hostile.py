@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import loopback_fetcher
 from trawl.config import Timeouts
-from trawl.fetcher import Fetcher
-from trawl.netguard import AddressPolicy
-from trawl.resolver import GuardedResolver
 from trawl.robots import MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS
 from trawl.robots_gate import RobotsAnswer, RobotsGate
 from trawl.store.sqlite import SQLiteStore
@@ -85,15 +83,9 @@ async def gate(
 ) -> AsyncIterator[tuple[RobotsGate, SQLiteStore]]:
     async with (
         SQLiteStore(tmp_path) as store,
-        Fetcher(
-            user_agent="trawl/0 (test)", timeouts=Timeouts(connect=2, total=5),
-            max_body=1 << 20, concurrency=4,
-            resolver=GuardedResolver(
-                AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
-            ),
-        ) as fetcher,
-    ):  # fmt: skip
-        yield RobotsGate(store, fetcher, "trawl", DEFAULT_RULES), store
+        loopback_fetcher(server, timeouts=Timeouts(connect=2, total=5), max_body=1 << 20) as f,
+    ):
+        yield RobotsGate(store, f, "trawl", DEFAULT_RULES), store
 
 
 async def check(

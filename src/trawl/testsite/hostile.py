@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from trawl.config import IPNetwork
 from trawl.testsite.loop import BackgroundLoop
-from trawl.testsite.server import LOOPBACK_NETWORK
+from trawl.testsite.server import LOOPBACK_NETWORK, listening_socket
 from trawl.testsite.site import route_key
 
 __all__ = [
@@ -299,14 +299,8 @@ class HostileServer:
         return f"http://{host}:{self.port}{target}"
 
     def __enter__(self) -> HostileServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((_LOOPBACK, self._wanted_port))
-            self.port = sock.getsockname()[1]
-        except BaseException:
-            sock.close()
-            raise
+        sock = listening_socket(_LOOPBACK, self._wanted_port)
+        self.port = sock.getsockname()[1]
         try:
             self._background.start(lambda: self._start(sock))
         except BaseException:

@@ -135,7 +135,8 @@ def loopback_address(index: int) -> str:
     return f"127.0.{index // 250}.{index % 250 + 1}"
 
 
-def _listening(address: str, port: int) -> socket.socket:
+def listening_socket(address: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``address``:``port`` (0: any free port), not yet listening."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -174,7 +175,7 @@ class SiteServer:
         self._runner: web.ServerRunner | None = None
 
     def __enter__(self) -> SiteServer:
-        socks = [_listening(_LOOPBACK, self._wanted_port)]
+        socks = [listening_socket(_LOOPBACK, self._wanted_port)]
         try:
             self.port = socks[0].getsockname()[1]
             self.site = self._factory(self.port)
@@ -184,7 +185,7 @@ class SiteServer:
                 for index, name in enumerate(names)
             }
             for address in sorted(set(self._addresses.values()) - {_LOOPBACK}):
-                socks.append(_listening(address, self.port))
+                socks.append(listening_socket(address, self.port))
         except BaseException:
             for sock in socks:
                 sock.close()
