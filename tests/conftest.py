@@ -118,6 +118,9 @@ class CrawlRunner:
         allow_networks: tuple[IPNetwork, ...] | None = None,
         extra_resolve: Mapping[str, str] | None = None,
         warc: bool = False,
+        text: bool = False,
+        text_near_duplicates: bool = True,
+        events: Path | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -144,6 +147,9 @@ class CrawlRunner:
             parse_workers=parse_workers,
             rng_seed=1,
             warc=warc,
+            text=text,
+            text_near_duplicates=text_near_duplicates,
+            events=events,
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

@@ -33,8 +33,9 @@ from warcio.archiveiterator import ArchiveIterator
 from trawl.errors import UsageError
 from trawl.netguard import AddressPolicy
 from trawl.resolver import GuardedResolver
+from trawl.store.base import StorageKey
 from trawl.testsite import Response, Site, SiteServer
-from trawl.warc import PARTIAL, SUFFIX, StorageKey, WarcExchange, WarcWriter
+from trawl.warc import PARTIAL, SUFFIX, WarcExchange, WarcWriter
 
 WARCIO = Path(sys.executable).parent / "warcio"
 HOST = "warc.test"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from trawl.content import ContentStage
 from trawl.seen import SeenSet
 from trawl.store.base import CommitBatch, CommitResult, Store
 
@@ -27,6 +28,7 @@ def merge(into: CommitBatch, part: CommitBatch) -> None:
     into.outcomes.extend(part.outcomes)
     into.new_urls.extend(part.new_urls)
     into.hosts.extend(part.hosts)
+    into.content.extend(part.content)
     for name, value in part.counters.items():
         into.count(name, value)
 
@@ -42,8 +44,10 @@ class Committer:
         *,
         max_batch: int = 256,
         linger: float = 0.0,
+        content: ContentStage | None = None,
     ) -> None:
         self._store = store
+        self._content = content
         self._seen = seen
         self._on_commit = on_commit
         self._max_batch = max_batch
@@ -107,4 +111,8 @@ class Committer:
             batch.new_urls = verdict.new
             batch.count("duplicates", verdict.duplicates)
             batch.count("hash_collisions", verdict.collisions)
+        if batch.content and self._content is not None:
+            # Outputs are flushed before the commit: a kill in between repeats them on
+            # resume (at least once), never loses them.
+            await self._content.process(batch)
         self._on_commit(await self._store.commit(batch))

@@ -165,17 +165,28 @@ class CrawlConfig:
     user_agent: str = field(default_factory=lambda: default_user_agent(None))
     resolve: Mapping[str, str] = field(default_factory=dict)
     allow_networks: tuple[IPNetwork, ...] = ()
+    """Address ranges fetched from although they are not public (loopback, private...)."""
     nameservers: tuple[str, ...] = ()
+    """DNS servers (``IP`` or ``IP:PORT``); empty means the system's."""
     warc: bool = False
     """Archive every fetch to WARC files in ``data_dir / "warc"``."""
     warc_max_size: int = 1 << 30
-    """DNS servers (``IP`` or ``IP:PORT``); empty means the system's."""
-    """Address ranges fetched from although they are not public (loopback, private...)."""
+    text: bool = False
+    """Write each page's main text to gzip JSONL files in ``data_dir / "text"``."""
+    text_near_duplicates: bool = True
+    """Near-duplicate pages go to the text output too."""
+    events: Path | None = None
+    """Append a PageFetched event per new or changed page to this JSONL file."""
     fresh: bool = False
     honour_nofollow: bool = True
     soft_404: bool = True
     """Probe each host for an error page served with status 200 (trawl.soft404)."""
     rng_seed: int | None = None
+
+    @property
+    def content(self) -> bool:
+        """Whether pages' main text and fingerprints are taken (``--text``, ``--events``)."""
+        return self.text or self.events is not None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -194,7 +205,8 @@ _CONFIG_KEYS = frozenset(
         "strip_params", "ignore_nofollow", "response_factor", "max_delay", "seed",
         "parse_workers", "allow_network", "per_ip", "max_depth", "max_pages_per_host",
         "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
-        "breaker_pause", "breaker_trips", "no_soft_404",
+        "breaker_pause", "breaker_trips", "no_soft_404", "text", "text_skip_near_duplicates",
+        "events",
     }
 )  # fmt: skip
 

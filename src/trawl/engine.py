@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from trawl.committer import Committer
 from trawl.config import CrawlConfig
+from trawl.content import ContentStage, FetchedContent
 from trawl.errors import UsageError
 from trawl.extract import ExtractPool
 from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult
@@ -108,6 +109,7 @@ class Crawler:
         fetcher: Fetcher,
         extract: ExtractPool,
         *,
+        content: ContentStage | None = None,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
@@ -129,7 +131,7 @@ class Crawler:
         self._scheduler = HostScheduler(config.politeness, clock)
         self._frontier = Frontier(store, self._scheduler, config.limits.memory_queue)
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
-        self._committer = Committer(store, self._seen, self._on_commit)
+        self._committer = Committer(store, self._seen, self._on_commit, content=content)
         self._counts: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._refill_wanted = asyncio.Event()
@@ -452,6 +454,7 @@ class Crawler:
                 Outcome(
                     url.id, url.host_id, State.QUEUED, attempts, status=result.status,
                     error=result.error or f"http_{result.status}", next_fetch_at=wall + delay,
+                    storage=result.archived,
                 )
             )  # fmt: skip
             batch.count("retries")
@@ -461,7 +464,7 @@ class Crawler:
             batch.outcomes.append(
                 Outcome(
                     url.id, url.host_id, State.FAILED, attempts, status=result.status,
-                    fetched_at=wall, error=error,
+                    fetched_at=wall, error=error, storage=result.archived,
                 )
             )  # fmt: skip
             batch.count("failed")
@@ -495,6 +498,8 @@ class Crawler:
         redirect_to: str | None = None
         canonical: str | None = None
         error: str | None = None
+        content_hash: str | None = None
+        simhash: int | None = None
         if 300 <= status < 400 and result.location:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
@@ -508,6 +513,15 @@ class Crawler:
             batch.new_urls.extend(found.links)
             for name, value in found.counters.items():
                 batch.count(name, value)
+            if found.content_hash is not None:
+                content_hash = found.content_hash
+                simhash = found.text.simhash if found.text else None
+                batch.content.append(
+                    FetchedContent(
+                        url.id, url.origin or url.url, url.url, wall, status, found.text,
+                        content_hash, found.out_links, result.archived,
+                    )
+                )  # fmt: skip
         elif status == 200:
             batch.count("not_parsed")
         if result.truncated:
@@ -516,6 +530,7 @@ class Crawler:
             url.id, url.host_id, State.DONE, attempts, status=status,
             content_type=result.content_type, length=result.length, fetched_at=wall,
             redirect_to=redirect_to, error=error, truncated=result.truncated, canonical=canonical,
+            content_hash=content_hash, simhash=simhash, storage=result.archived,
         )  # fmt: skip
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:
@@ -531,5 +546,5 @@ class Crawler:
             return target
         candidate = self._links.candidate(target, None, url.depth, batch, hops)
         if candidate is not None:
-            batch.new_urls.append(candidate)
+            batch.new_urls.append(candidate._replace(origin=url.origin or url.url))
         return target

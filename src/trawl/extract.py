@@ -14,6 +14,7 @@ left behind.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import pickle
 import signal
@@ -30,6 +31,7 @@ from trawl.parser import content_charset, parse_html, robots_header
 from trawl.resource import AsyncResource
 from trawl.scope import Scope
 from trawl.store.base import CommitBatch, NewURL
+from trawl.text import PageText, extract_text
 from trawl.urls import NormalizeRules, normalize, resolve
 
 
@@ -44,15 +46,23 @@ class ExtractSettings:
     honour_nofollow: bool
     max_links: int
     max_depth: int = DEFAULT_MAX_DEPTH
+    content: bool = False
+    """Take each indexable page's main text and fingerprints (``--text``, ``--events``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """What one page yielded: its canonical URL, its link candidates, its counters."""
+    """What one page yielded: its canonical URL, its link candidates, its counters, and,
+    when content is on and the page may be indexed, its main text and content hash (of
+    the main text, or of the body when it has none)."""
 
     canonical: str | None
     links: list[NewURL]
     counters: dict[str, int] = field(default_factory=dict)
+    noindex: bool = False
+    out_links: int = 0
+    text: PageText | None = None
+    content_hash: str | None = None
 
 
 class Extractor:
@@ -89,13 +99,22 @@ class Extractor:
             found = normalize(page.canonical, base, s.rules)
             canonical = found if isinstance(found, str) else None
         batch = CommitBatch()
-        _, nofollow_header = robots_header(robots_tags, s.agent)
+        noindex_header, nofollow_header = robots_header(robots_tags, s.agent)
+        noindex = page.noindex or noindex_header
+        text = content_hash = None
+        if noindex:
+            batch.count("noindex_pages")
+        elif s.content:
+            text = extract_text(body, url, content_charset(content_type))
+            content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
         if s.honour_nofollow and (page.nofollow or nofollow_header):
             batch.count("nofollow_pages")
-            return Extracted(canonical, [], batch.counters)
+            return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash)
         batch.count("nofollow_links", page.nofollow_links)
         links = self._links.page_links(page.links, base, depth, batch)
-        return Extracted(canonical, links, batch.counters)
+        return Extracted(
+            canonical, links, batch.counters, noindex, len(page.links), text, content_hash
+        )
 
 
 MAX_AUTO_WORKERS = 2

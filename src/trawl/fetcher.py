@@ -28,7 +28,8 @@ import yarl
 from trawl.config import Timeouts
 from trawl.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
-from trawl.warc import StorageKey, WarcExchange
+from trawl.store.base import StorageKey
+from trawl.warc import WarcExchange
 
 CHUNK = 64 * 1024
 BodyFilter = Callable[[str | None, bytes], bool]

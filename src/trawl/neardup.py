@@ -10,23 +10,15 @@ each is confirmed by its Hamming distance. Between random hashes a block matches
 65,536 tries, so a look-up reads about ``4 n / 65536`` rows for ``n`` stored pages.
 
 :class:`NearDuplicates` does the look-up; the persistent part is a :class:`BlockIndex`.
-:class:`MemoryBlockIndex` keeps it in RAM; the store keeps it in one table, which makes it
-survive restarts::
-
-    CREATE TABLE simhash_blocks (
-        block_no    INTEGER NOT NULL,  -- 0..3: which 16 bits of the hash
-        block_value INTEGER NOT NULL,  -- 0..65535: their value
-        url_id      INTEGER NOT NULL   -- urls.id; its SimHash is urls.simhash
-    );
-    CREATE INDEX simhash_blocks_by_block ON simhash_blocks (block_no, block_value);
-
-``candidates(blocks)`` is one indexed query: the rows matching ``(0, blocks[0])``, ...,
-``(3, blocks[3])`` (four equality pairs joined by OR, or a UNION ALL of four look-ups),
-joined to ``urls`` for the hash, one row per ``url_id``, oldest first (ordered by the
-smallest ``rowid``). ``add(url_id, simhash)`` inserts the four rows and sets
-``urls.simhash`` in the same transaction; a page that had a hash has its four old rows
-deleted first, found through the same index from the old ``urls.simhash``. Hashes are
-stored signed (as trawl.text returns them), which fits SQLite's INTEGER.
+:class:`MemoryBlockIndex` keeps it in RAM. The store keeps it in the ``simhash_blocks``
+table (schema migration 3), which makes it survive restarts: one row per page and block,
+``(url_id, block_no)`` the primary key, ``block_value`` its 16 bits, ``added`` the fetch
+time, and an index on ``(block_no, block_value)``. A look-up is a UNION ALL of four
+indexed equality look-ups joined to ``urls`` for the hash, earliest added first; writing
+a page's four rows replaces the ones it had. Hashes are stored signed (as trawl.text
+returns them), which fits SQLite's INTEGER. The crawl's content stage (trawl.content)
+looks up the store and keeps the pages of the batch being decided in a
+:class:`MemoryBlockIndex` until the batch commits.
 
 Checks must not overlap: :meth:`NearDuplicates.check` looks up, then adds, so two
 concurrent checks of near-identical pages could miss each other. The committer, the one
@@ -37,7 +29,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from trawl.text import NEAR_DUPLICATE_BITS, hamming
+from trawl.simhash import NEAR_DUPLICATE_BITS, hamming
 
 __all__ = [
     "BLOCKS",
@@ -131,7 +123,7 @@ class NearDuplicates:
         self._index = index
 
     async def check(self, url_id: int, simhash: int) -> int | None:
-        """The url_id of the oldest other page within :data:`~trawl.text.NEAR_DUPLICATE_BITS`
+        """The url_id of the oldest other page within :data:`~trawl.simhash.NEAR_DUPLICATE_BITS`
         bits of ``simhash``, else None; the page is added to the index either way."""
         simhash = _signed(simhash)
         found = None

@@ -21,8 +21,10 @@ import uvloop
 from rich.console import Console
 
 from trawl.config import CrawlConfig
+from trawl.content import ContentStage
 from trawl.engine import Crawler, seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
+from trawl.events import EventWriter
 from trawl.extract import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetcher import Fetcher
 from trawl.netguard import AddressPolicy
@@ -31,10 +33,13 @@ from trawl.resolver import AiodnsBackend, GuardedResolver
 from trawl.robots import agent_token
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.summary import Summary
+from trawl.textout import TextWriter
 from trawl.warc import WarcWriter
 
 WARC_DIR = "warc"
 """Where ``--warc`` files go, inside the data dir."""
+TEXT_DIR = "text"
+"""Where ``--text`` files go, inside the data dir."""
 
 LOCK_NAME = "crawl.lock"
 
@@ -73,6 +78,7 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
         honour_nofollow=config.honour_nofollow,
         max_links=config.limits.max_links,
         max_depth=config.limits.max_depth,
+        content=config.content,
     )
     async with contextlib.AsyncExitStack() as stack:
         store = await stack.enter_async_context(
@@ -108,7 +114,19 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
                 recorder=recorder,
             )
         )
-        yield Crawler(config, store, fetcher, extract)
+        content = None
+        if config.content:
+            text = None
+            if config.text:
+                text = stack.enter_context(TextWriter(config.data_dir / TEXT_DIR))
+            events = stack.enter_context(EventWriter(config.events)) if config.events else None
+            content = ContentStage(
+                store,
+                text=text,
+                events=events,
+                near_duplicates_in_text=config.text_near_duplicates,
+            )
+        yield Crawler(config, store, fetcher, extract, content=content)
 
 
 async def _run(config: CrawlConfig, console: Console | None) -> Summary:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection
 
-__all__ = ["hamming", "simhash"]
+__all__ = ["NEAR_DUPLICATE_BITS", "hamming", "simhash"]
+
+NEAR_DUPLICATE_BITS = 3
+"""Pages whose SimHashes differ in at most this many of the 64 bits are near-duplicates."""
 
 _MASK64 = (1 << 64) - 1
 _SIGN = 1 << 63

@@ -20,6 +20,12 @@ LIMIT_COUNTERS = (
 )  # fmt: skip
 """Counters of what a budget, a trap guard or the circuit breaker held back."""
 
+CONTENT_COUNTERS = (
+    "text_records", "events", "exact_duplicates", "near_duplicates", "unchanged",
+    "noindex_pages", "nofollow_pages",
+)  # fmt: skip
+"""Counters of the content outputs and of pages' robots meta tags and headers."""
+
 
 @dataclass(frozen=True, slots=True)
 class Summary:
@@ -45,6 +51,7 @@ class Summary:
     requests: int
     dns: Mapping[str, int]
     limits: Mapping[str, int]
+    content: Mapping[str, int]
     elapsed: float
     pages_per_second: float
 
@@ -88,6 +95,7 @@ class Summary:
             requests=counters.get("requests", 0),
             dns=prefixed("dns_"),
             limits={name: counters[name] for name in LIMIT_COUNTERS if counters.get(name)},
+            content={name: counters[name] for name in CONTENT_COUNTERS if counters.get(name)},
             elapsed=round(elapsed, 3),
             pages_per_second=round(rate, 1),
         )
@@ -118,6 +126,7 @@ class Summary:
             ("failed", f"{self.failed}" + (f" ({errors})" if errors else "")),
             ("requests sent", str(self.requests)),
             ("limits", ", ".join(f"{n} {v}" for n, v in self.limits.items()) or "-"),
+            ("content", ", ".join(f"{n} {v}" for n, v in self.content.items()) or "-"),
             ("DNS", ", ".join(f"{n} {v}" for n, v in self.dns.items()).replace("_", " ") or "-"),
             ("elapsed", f"{self.elapsed:.1f} s"),
         ]

@@ -46,6 +46,7 @@ from warcio.warcwriter import WARCWriter
 from trawl import __version__
 from trawl.errors import TrawlError, UsageError
 from trawl.resource import AsyncResource
+from trawl.store.base import StorageKey
 
 T = TypeVar("T")
 
@@ -83,16 +84,6 @@ class WarcExchange:
     truncated: bool = False
     method: str = "GET"
     http_version: str = "1.1"
-
-
-@dataclass(frozen=True, slots=True)
-class StorageKey:
-    """Where a response record is: its file's final name (in the writer's directory),
-    the offset of its gzip member and that member's length in bytes."""
-
-    file: str
-    offset: int
-    length: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,22 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from trawl.neardup import Blocks
+
+if TYPE_CHECKING:
+    from trawl.content import FetchedContent
+
+
+@dataclass(frozen=True, slots=True)
+class StorageKey:
+    """Where a response record is: its file's final name (in the writer's directory),
+    the offset of its gzip member and that member's length in bytes."""
+
+    file: str
+    offset: int
+    length: int
 
 
 class State(enum.IntEnum):
@@ -52,6 +67,8 @@ class NewURL(NamedTuple):
     host: str
     depth: int
     redirect_hops: int = 0
+    origin: str | None = None
+    """For a redirect target: the first URL of the redirect chain that led to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +81,7 @@ class QueuedURL:
     depth: int
     redirect_hops: int
     attempts: int
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +101,24 @@ class Outcome:
     truncated: bool = False
     next_fetch_at: float = 0.0
     canonical: str | None = None
+    content_hash: str | None = None
+    """SHA-256 (hex) of the page's main text, or of its body when it has no main text;
+    set only when content is fingerprinted (``--text``, ``--events``)."""
+    simhash: int | None = None
+    """Signed 64-bit SimHash of the main text (trawl.text), when it has one."""
+    storage: StorageKey | None = None
+    """Where the fetch was archived (``--warc``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicates:
+    """What the content stage decided about one fingerprinted page: the url_id of the
+    first page with the same content hash, and of the earliest page within
+    :data:`~trawl.text.NEAR_DUPLICATE_BITS` bits of its SimHash (None: no such page)."""
+
+    url_id: int
+    duplicate_of: int | None
+    near_duplicate_of: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +160,10 @@ class CommitBatch:
     new_urls: list[NewURL] = field(default_factory=list)
     hosts: list[HostUpdate] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
+    content: list[FetchedContent] = field(default_factory=list)
+    """Fingerprinted pages, for the content stage (trawl.content) before the commit."""
+    duplicates: list[Duplicates] = field(default_factory=list)
+    """The content stage's decisions, written with the outcomes."""
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name`` in this batch."""
@@ -213,6 +253,19 @@ class Store(Protocol):
 
     async def robots(self, host_id: int) -> RobotsRecord | None:
         """The cached robots.txt of a host, if any."""
+        ...
+
+    async def content_owners(self, hashes: Sequence[str]) -> Mapping[str, int]:
+        """``{content_hash: url_id}`` of the first page committed with each known hash."""
+        ...
+
+    async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:
+        """The content hash of each given URL's latest fingerprinted fetch, if it has one."""
+        ...
+
+    async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:
+        """``(url_id, simhash)`` of every indexed page sharing a block with ``blocks``
+        (see trawl.neardup), each once, earliest indexed first."""
         ...
 
     async def soft404(self, host_id: int) -> Soft404Record | None:

@@ -12,6 +12,14 @@ Migration 2 adds the per-host budgets' counts (``discovered``: URLs stored for t
 ``fetched``: its URLs that reached DONE or FAILED; ``claimed``: its URLs handed out and
 not yet answered), filled in from the ``urls`` table for a crawl made before them, a
 partial index over URLs held back by the page budget, and the soft-404 probe's answer.
+
+Migration 3 adds what the content outputs need (``--text``, ``--events``, ``--warc``):
+per URL, the fingerprints of its latest content (``content_hash``, ``simhash``), the
+page it duplicates exactly or nearly, the known URL its ``<link rel=canonical>`` names
+(``alias_of``), and ``origin``, the first URL of the redirect chain that led to it; the
+table of first owners of each content hash; the four-block SimHash index
+(trawl.neardup); and ``versions``, one row per fetch whose content was fingerprinted or
+archived, keyed by URL hash and fetch time, so versions are added and never overwritten.
 """
 
 from __future__ import annotations
@@ -73,6 +81,38 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                   FROM urls GROUP BY host_id) AS counts
             WHERE counts.host_id = hosts.id""",
         "CREATE INDEX IF NOT EXISTS urls_parked ON urls (host_id) WHERE state = 5",
+    ),
+    (
+        "ALTER TABLE urls ADD COLUMN content_hash TEXT",
+        "ALTER TABLE urls ADD COLUMN simhash BIGINT",
+        "ALTER TABLE urls ADD COLUMN duplicate_of BIGINT",
+        "ALTER TABLE urls ADD COLUMN near_duplicate_of BIGINT",
+        "ALTER TABLE urls ADD COLUMN alias_of BIGINT",
+        "ALTER TABLE urls ADD COLUMN origin TEXT",
+        """CREATE TABLE IF NOT EXISTS content_owners (
+            content_hash TEXT PRIMARY KEY,
+            url_id BIGINT NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS simhash_blocks (
+            url_id BIGINT NOT NULL,
+            block_no SMALLINT NOT NULL,
+            block_value INTEGER NOT NULL,
+            added DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (url_id, block_no)
+        )""",
+        """CREATE INDEX IF NOT EXISTS simhash_blocks_by_block
+            ON simhash_blocks (block_no, block_value)""",
+        """CREATE TABLE IF NOT EXISTS versions (
+            url_id BIGINT NOT NULL,
+            fetched_at DOUBLE PRECISION NOT NULL,
+            status SMALLINT,
+            content_hash TEXT,
+            simhash BIGINT,
+            warc_file TEXT,
+            warc_offset BIGINT,
+            warc_length BIGINT,
+            PRIMARY KEY (url_id, fetched_at)
+        )""",
     ),
 )
 

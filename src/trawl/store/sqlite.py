@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from trawl.errors import StoreError
+from trawl.neardup import Blocks
 from trawl.resource import AsyncResource
 from trawl.store.base import (
     CommitBatch,
@@ -27,12 +28,20 @@ from trawl.store.base import (
     ExportRow,
     HostWork,
     NewURL,
+    Outcome,
     QueuedURL,
     RobotsRecord,
     Soft404Record,
     State,
 )
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
+from trawl.store.sqlite_content import (
+    apply_content,
+    content_hashes,
+    content_owners,
+    simhash_candidates,
+)
+from trawl.urls import url_hash
 
 T = TypeVar("T")
 
@@ -231,7 +240,7 @@ class SQLiteStore(AsyncResource):
                     if limit <= 0:
                         continue
                 rows = db.execute(
-                    "SELECT id, url, host_id, depth, redirect_hops, attempts FROM urls "
+                    "SELECT id, url, host_id, depth, redirect_hops, attempts, origin FROM urls "
                     "WHERE host_id = ? AND state = 0 AND next_fetch_at <= ? "
                     "ORDER BY depth, id LIMIT ?",
                     (host_id, now, limit),
@@ -267,6 +276,15 @@ class SQLiteStore(AsyncResource):
             return RobotsRecord(status=row[0], body=bytes(row[1] or b""), fetched_at=row[2])
 
         return await self._run(work)
+
+    async def content_owners(self, hashes: Sequence[str]) -> Mapping[str, int]:
+        return await self._run(lambda: content_owners(self._db, hashes))
+
+    async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:
+        return await self._run(lambda: content_hashes(self._db, url_ids))
+
+    async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:
+        return await self._run(lambda: simhash_candidates(self._db, blocks))
 
     async def soft404(self, host_id: int) -> Soft404Record | None:
         def work() -> Soft404Record | None:
@@ -403,8 +421,8 @@ def _unpark(db: sqlite3.Connection, page_budget: int | None) -> None:
 
 
 _INSERT_URL = (
-    "INSERT INTO urls (id, url, host_id, depth, redirect_hops) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+    "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
 )
 
 
@@ -417,7 +435,7 @@ def _insert_urls(
     fit, the shallowest candidates, in the order they were found, take the room left;
     each is inserted on its own so that one the store already has uses none of it.
     """
-    rows = [(u.id, u.url, host_id, u.depth, u.redirect_hops) for u in urls]
+    rows = [(u.id, u.url, host_id, u.depth, u.redirect_hops, u.origin) for u in urls]
     if room is None or room >= len(rows):
         rows.sort()  # key order: neighbouring inserts share B-tree pages
         added: int = db.executemany(_INSERT_URL, rows).rowcount
@@ -431,9 +449,17 @@ def _insert_urls(
     return added, len(rows) - tried
 
 
-def _depth_of(row: tuple[int, str, int, int, int]) -> int:
+def _depth_of(row: tuple[int, str, int, int, int, str | None]) -> int:
     """Sort key: the depth of an insert row."""
     return row[3]
+
+
+def _alias(o: Outcome) -> int | None:
+    """The id of the URL a page's canonical link names, unless it names the page itself."""
+    if o.canonical is None:
+        return None
+    target = url_hash(o.canonical)
+    return None if target == o.url_id else target
 
 
 def _apply(
@@ -444,12 +470,14 @@ def _apply(
         db.executemany(
             "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
             "length = ?, fetched_at = ?, redirect_to = ?, error = ?, truncated = ?, "
-            "next_fetch_at = ?, canonical = ? WHERE id = ?",
+            "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM urls WHERE id = ?), "
+            "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash) "
+            "WHERE id = ?",
             [
                 (
                     o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                     o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
-                    o.url_id,
+                    _alias(o), o.content_hash, o.simhash, o.url_id,
                 )
                 for o in batch.outcomes
             ],
@@ -519,6 +547,7 @@ def _apply(
             "UPDATE hosts SET soft404_fingerprint = ?, soft404_checked_at = ? WHERE id = ?",
             probes,
         )
+    apply_content(db, batch)
     _add_counters(db, counters)
     return CommitResult(
         inserted=inserted,
