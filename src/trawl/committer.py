@@ -6,9 +6,11 @@ the links through the seen-set, and commits. A page's outcome and its links are 
 the same transaction (the outbox rule), so a kill -9 at any moment either keeps both or
 neither; in the second case the page is still CLAIMED and is fetched again on resume.
 
-Batching many pages per transaction is what keeps the store cheap. By default batches
-form on their own (group commit): whatever arrived while the previous transaction ran
-goes into the next one, up to ``max_batch`` pages; ``linger`` can add a wait.
+Batching many pages per transaction is what keeps the store cheap. Batches form on
+their own (group commit): whatever arrived while the previous transaction ran goes into
+the next one, up to ``max_batch`` pages; ``linger`` adds a short wait before each
+transaction so that pages trickling in one by one (a politeness delay spacing them out)
+still share one.
 """
 
 from __future__ import annotations
@@ -78,23 +80,13 @@ class Committer:
             first = await self._queue.get()
             if first is None:
                 return
+            if self._linger > 0 and self._queue.qsize() < self._max_batch - 1:
+                await asyncio.sleep(self._linger)
             batch = CommitBatch()
             merge(batch, first)
             parts = 1
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self._linger
-            while parts < self._max_batch:
-                timeout = deadline - loop.time()
-                try:
-                    if timeout <= 0 or not self._queue.empty():
-                        part = self._queue.get_nowait()
-                    else:
-                        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
-                        # cancellation that races with the item's arrival.
-                        async with asyncio.timeout(timeout):
-                            part = await self._queue.get()
-                except (asyncio.QueueEmpty, TimeoutError):
-                    break
+            while parts < self._max_batch and not self._queue.empty():
+                part = self._queue.get_nowait()
                 if part is None:
                     closing = True
                     break

@@ -18,7 +18,6 @@ being extracted, waiting to commit, being claimed, or queued in the store.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -52,26 +51,18 @@ from trawl.store.base import (
 )
 from trawl.summary import Summary
 from trawl.urls import Rejection, hostname, normalize
+from trawl.wakeup import Wakeup
 
 REFILL_PERIOD = 0.5
+COMMIT_LINGER = 0.002
+"""Seconds the committer waits for more pages before a transaction: one transaction per
+page costs more store time than a whole page's other bookkeeping."""
 BREAKER_ERRORS = frozenset(
     {FetchError.TIMEOUT, FetchError.CONNECT, FetchError.DNS, FetchError.TLS, FetchError.PROTOCOL}
 )
 """Fetch errors that count against a host's circuit breaker (as 5xx answers do)."""
 
 log = logging.getLogger("trawl.engine")
-
-
-async def wait_event(event: asyncio.Event, seconds: float) -> None:
-    """Wait until ``event`` is set, or ``seconds`` at most.
-
-    Written with ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11
-    ``wait_for`` swallows a cancellation that arrives just as the event is set, so a
-    cancelled loop would run on and the task group owning it would never exit.
-    """
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
 
 
 def seeds_of(config: CrawlConfig) -> tuple[str, ...]:
@@ -131,10 +122,12 @@ class Crawler:
         self._scheduler = HostScheduler(config.politeness, clock)
         self._frontier = Frontier(store, self._scheduler, config.limits.memory_queue)
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
-        self._committer = Committer(store, self._seen, self._on_commit, content=content)
+        self._committer = Committer(
+            store, self._seen, self._on_commit, linger=COMMIT_LINGER, content=content
+        )
         self._counts: dict[str, int] = {}
-        self._wake = asyncio.Event()
-        self._refill_wanted = asyncio.Event()
+        self._wake = Wakeup()
+        self._refill_wanted = Wakeup()
         self._stop = asyncio.Event()
         self._started = clock()
         self._fetched_at_start = 0
@@ -240,11 +233,6 @@ class Crawler:
                 break
             if not self._budget_left():
                 break
-            if (
-                self._scheduler.buffered * 2 < self._config.limits.memory_queue
-                and not self._frontier.exhausted
-            ):
-                self._refill_wanted.set()
             wait = REFILL_PERIOD
             # A fetch holds its slot until its result is committed, so a kill -9 can
             # lose (and a resume refetch) at most ``concurrency`` pages.
@@ -259,7 +247,7 @@ class Crawler:
                 if turn is not None:
                     wait = min(max(turn - self._clock(), 0.0), REFILL_PERIOD)
             self._wake.clear()
-            await wait_event(self._wake, wait)
+            await self._wake.wait(wait)
         # A page whose response is in but whose links are still being extracted is not
         # in flight any more; it must still reach the committer before the run ends.
         while self._scheduler.inflight or self._extracting:
@@ -283,6 +271,8 @@ class Crawler:
             group.create_task(self._soft404_job(slot, slot.queue[0].url))
             return
         url = self._scheduler.take(slot)
+        if self._frontier.runs_low(slot):
+            self._refill_wanted.set()
         rules = slot.robots or DISALLOW_ALL
         if slot.refused is not None:
             refused = CommitBatch()
@@ -301,7 +291,7 @@ class Crawler:
 
     async def _refill_loop(self) -> None:
         while True:
-            await wait_event(self._refill_wanted, REFILL_PERIOD)
+            await self._refill_wanted.wait(REFILL_PERIOD)
             self._refill_wanted.clear()
             if await self._frontier.refill():
                 self._wake.set()
@@ -311,7 +301,9 @@ class Crawler:
             self._counts[name] = self._counts.get(name, 0) + value
         if result.hosts_with_new_work:
             self._frontier.exhausted = False
-            self._refill_wanted.set()
+            find, runs_low = self._scheduler.find, self._frontier.runs_low
+            if any(runs_low(find(host)) for host in result.hosts_with_new_work):
+                self._refill_wanted.set()
         self._wake.set()
 
     # -- hosts ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from trawl.hosts import HostScheduler
+from trawl.hosts import HostScheduler, HostSlot
 from trawl.store.base import QueuedURL, Store
 
 MAX_BATCH = 256
@@ -29,6 +29,21 @@ class Frontier:
         self.exhausted = False
         """The last refill found nothing to claim: the engine then asks again only when
         new URLs arrive, or on its periodic refill (retries coming due)."""
+        self._hosts = 1
+        """Hosts with queued URLs at the last refill."""
+
+    def _share(self) -> int:
+        """How many URLs a refill buffers per host now: a fair part of the free room."""
+        room = self._capacity - self._scheduler.buffered
+        return max(1, min(MAX_BATCH, room // self._hosts))
+
+    def runs_low(self, slot: HostSlot | None) -> bool:
+        """True when a refill would top up this host's buffer (None: a host without
+        one yet), as long as the store has URLs for it: the buffer is below half the
+        host's share."""
+        return self._scheduler.buffered < self._capacity and (
+            slot is None or len(slot.queue) * 2 < self._share()
+        )
 
     async def refill(self) -> int:
         """Claim due URLs for hosts whose buffer runs low; return how many were claimed.
@@ -51,7 +66,8 @@ class Frontier:
         if not hosts:
             self.exhausted = True
             return 0
-        share = max(1, min(MAX_BATCH, room // len(hosts)))
+        self._hosts = len(hosts)
+        share = self._share()
         wanted: dict[int, int] = {}
         names: dict[int, str] = {}
         for host in hosts:

@@ -98,6 +98,10 @@ class HostScheduler:
             found = self._slots[host_id] = HostSlot(host_id, name)
         return found
 
+    def find(self, host_id: int) -> HostSlot | None:
+        """The slot of a host, None when it has none yet."""
+        return self._slots.get(host_id)
+
     def slots(self) -> Iterable[HostSlot]:
         """Every host slot known in this run."""
         return self._slots.values()

@@ -1,0 +1,52 @@
+"""The commit stage on a real store: group commit and the linger that forms batches."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from trawl.committer import Committer
+from trawl.seen import SeenSet
+from trawl.store.base import CommitBatch, CommitResult
+from trawl.store.sqlite import SQLiteStore
+
+
+def page() -> CommitBatch:
+    batch = CommitBatch()
+    batch.count("pages")
+    return batch
+
+
+async def transactions(tmp_path: Path, linger: float, gap: float, pages: int) -> list[int]:
+    """Pages per transaction when ``pages`` arrive ``gap`` seconds apart."""
+    results: list[CommitResult] = []
+    async with SQLiteStore(tmp_path) as store:
+        committer = Committer(store, SeenSet(store, 1000, 0.01), results.append, linger=linger)
+        runner = asyncio.create_task(committer.run())
+        for _ in range(pages):
+            await committer.submit(page())
+            await asyncio.sleep(gap)
+        await committer.wait_drained()
+        await committer.close()
+        await runner
+        assert (await store.counters())["pages"] == pages
+    return [result.counters["pages"] for result in results]
+
+
+async def test_without_linger_pages_arriving_apart_commit_apart(tmp_path: Path) -> None:
+    assert await transactions(tmp_path, 0.0, 0.05, 3) == [1, 1, 1]
+
+
+async def test_linger_gathers_pages_arriving_within_it(tmp_path: Path) -> None:
+    assert await transactions(tmp_path, 0.5, 0.01, 3) == [3]
+
+
+async def test_pages_already_waiting_share_one_transaction(tmp_path: Path) -> None:
+    results: list[CommitResult] = []
+    async with SQLiteStore(tmp_path) as store:
+        committer = Committer(store, SeenSet(store, 1000, 0.01), results.append)
+        for _ in range(5):
+            await committer.submit(page())
+        await committer.close()
+        await committer.run()
+    assert [result.counters["pages"] for result in results] == [5]
