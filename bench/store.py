@@ -10,10 +10,14 @@ registrable domain. Every page goes through the stages the engine uses:
 
 Pages are merged into transactions of ``--batch`` pages (as the committer's group
 commit does), each page carrying the DONE outcome of a URL the frontier claimed, so the
-outcome update, the inserts and the frontier index all see crawl-like traffic. Stages
-run one after the other, so each stage's time is measured alone.
+outcome update, the inserts and the frontier index all see crawl-like traffic.
 
-    python -m bench.store --urls 10000000 [--links-per-page 50]
+As in a crawl, the URL filter runs in a child process (the generator with it) while this
+process runs the seen-set, the store and the frontier, so the two cores share the work
+(``--workers 1``, the default). ``--workers 0`` runs every stage here, one after the
+other, so each stage's time is measured alone.
+
+    python -m bench.store --urls 10000000 [--links-per-page 50] [--workers 0|1]
 
 The run stops once the generator has produced ``--urls`` distinct in-scope URLs; the
 store's ``discovered`` count must then equal that number exactly.
@@ -23,24 +27,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import random
 import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TextIO
 
-from trawl.committer import merge
 from trawl.config import Politeness
 from trawl.frontier import Frontier
 from trawl.hosts import HostScheduler
 from trawl.links import LinkFilter
 from trawl.scope import Scope
 from trawl.seen import SeenSet
-from trawl.store.base import CommitBatch, Outcome, QueuedURL, State
+from trawl.store.base import CommitBatch, NewURL, Outcome, QueuedURL, State
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.urls import DEFAULT_RULES
 
@@ -227,6 +232,8 @@ class Figures:
     bloom_bytes: int = 0
     db_bytes: int = 0
     last_million_rate: float | None = None
+    expected: int = 0
+    workers: int = 0
 
     def add_time(self, stage: str, seconds: float) -> None:
         """Charge ``seconds`` to ``stage``."""
@@ -238,6 +245,95 @@ def hosts_for(urls: int) -> int:
     return max(10, min(5000, urls // 2000))
 
 
+@dataclass(slots=True)
+class Produced:
+    """A batch of pages after the URL filter: what the committer would merge."""
+
+    pages: int
+    links: int
+    new_urls: list[NewURL]
+    counters: dict[str, int]
+
+
+@dataclass(slots=True)
+class Producer:
+    """The generator and the URL filter, the work a crawl does in its extract workers."""
+
+    urls: int
+    links_per_page: int
+    seed: int
+    batch_pages: int
+    web: SyntheticWeb = field(init=False)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.web = SyntheticWeb(hosts_for(self.urls), Mix.for_page(self.links_per_page), self.seed)
+
+    def batches(self) -> Iterator[Produced]:
+        """Filtered pages, ``batch_pages`` at a time, until the generator is done."""
+        links = LinkFilter(Scope([f"https://{host_name(0)}/"]), DEFAULT_RULES)
+        clock = time.perf_counter
+        pages = self.web.pages(self.urls)
+        done = False
+        while not done:
+            batch = CommitBatch()
+            count = hrefs = 0
+            while count < self.batch_pages:
+                t0 = clock()
+                page = next(pages, None)
+                t1 = clock()
+                self._charge("generate", t1 - t0)
+                if page is None:
+                    done = True
+                    break
+                batch.new_urls.extend(links.page_links(page.hrefs, page.base, page.depth, batch))
+                self._charge("filter", clock() - t1)
+                count += 1
+                hrefs += len(page.hrefs)
+            if count:
+                yield Produced(count, hrefs, batch.new_urls, batch.counters)
+
+    def _charge(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+
+
+def _produce_into(conn: Connection, producer: Producer) -> None:
+    """Child process: send each batch (links as plain tuples), then the totals."""
+    for produced in producer.batches():
+        links = [link[:] for link in produced.new_urls]
+        conn.send((produced.pages, produced.links, links, produced.counters))
+    conn.send((producer.web.distinct, producer.seconds))
+    conn.close()
+
+
+def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Producer]]:
+    """Run ``producer`` in a child process; the batches it sends, and a function that
+    returns the producer with the child's totals once they are all read."""
+    parent, child = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    process = multiprocessing.get_context("spawn").Process(
+        target=_produce_into, args=(child, producer), daemon=True
+    )
+    process.start()
+    child.close()
+    totals: list[Producer] = []
+
+    def batches() -> Iterator[Produced]:
+        while True:
+            message = parent.recv()
+            if len(message) == 2:
+                producer.web.distinct, producer.seconds = message
+                totals.append(producer)
+                process.join()
+                return
+            pages, links, new_urls, counters = message
+            yield Produced(pages, links, [NewURL(*u) for u in new_urls], counters)
+
+    def finished() -> Producer:
+        return totals[0]
+
+    return batches(), finished
+
+
 async def run(
     urls: int,
     links_per_page: int,
@@ -246,11 +342,20 @@ async def run(
     seed: int = 1,
     batch_pages: int = 256,
     report_every: int = 1_000_000,
+    workers: int = 1,
     out: TextIO = sys.stdout,
 ) -> Figures:
-    """Push synthetic pages through the stages until ``urls`` URLs are known."""
-    web = SyntheticWeb(hosts_for(urls), Mix.for_page(links_per_page), seed)
-    links = LinkFilter(Scope([f"https://{host_name(0)}/"]), DEFAULT_RULES)
+    """Push synthetic pages through the stages until ``urls`` URLs are known.
+
+    With ``workers`` = 1 the generator and the URL filter run in a child process, as a
+    crawl's extract worker runs the filter, while this process runs the seen-set, the
+    store and the frontier; with 0 everything runs here, one stage after the other.
+    """
+    producer = Producer(urls, links_per_page, seed, batch_pages)
+    if workers:
+        batches, finished = _from_child(producer)
+    else:
+        batches, finished = producer.batches(), lambda: producer
     figures = Figures()
     clock = time.perf_counter
     async with SQLiteStore(data_dir) as store:
@@ -262,29 +367,16 @@ async def run(
         window = (started, 0)
         next_report = report_every
         million_mark: tuple[float, int] | None = None
-        pending = CommitBatch()
-        pending_pages = 0
-        pages = web.pages(urls)
-        while True:
-            t0 = clock()
-            page = next(pages, None)
+        for produced in batches:
             t1 = clock()
-            figures.add_time("generate", t1 - t0)
-            if page is not None:
-                part = CommitBatch()
-                if claimed:
-                    url = claimed.popleft()
-                    part.outcomes.append(
-                        Outcome(url.id, url.host_id, State.DONE, 1, status=200, fetched_at=t0)
-                    )
-                part.new_urls = links.page_links(page.hrefs, page.base, page.depth, part)
-                figures.add_time("filter", clock() - t1)
-                merge(pending, part)
-                pending_pages += 1
-                figures.pages += 1
-                figures.links += len(page.hrefs)
-                if pending_pages < batch_pages:
-                    continue
+            pending = CommitBatch(new_urls=produced.new_urls, counters=produced.counters)
+            for _ in range(min(produced.pages, len(claimed))):
+                url = claimed.popleft()
+                pending.outcomes.append(
+                    Outcome(url.id, url.host_id, State.DONE, 1, status=200, fetched_at=t1)
+                )
+            figures.pages += produced.pages
+            figures.links += produced.links
             t2 = clock()
             if pending.new_urls:
                 verdict = await seen.filter_new(pending.new_urls)
@@ -297,7 +389,6 @@ async def run(
             figures.add_time("seen", t3 - t2)
             figures.add_time("commit", t4 - t3)
             figures.known += result.inserted
-            pending, pending_pages = CommitBatch(), 0
             if len(claimed) < 2 * batch_pages:
                 await frontier.refill()
                 for slot in scheduler.slots():
@@ -308,7 +399,7 @@ async def run(
                 million_mark = (now, figures.links)
             if figures.rss_at_1m is None and figures.known >= 1_000_000:
                 figures.rss_at_1m = rss_bytes()
-            if figures.known >= next_report or page is None:
+            if figures.known >= next_report or figures.known >= urls:
                 moving = (figures.links - window[1]) / max(now - window[0], 1e-9)
                 overall = figures.links / max(now - started, 1e-9)
                 print(
@@ -321,10 +412,13 @@ async def run(
                 window = (now, figures.links)
                 while next_report <= figures.known:
                     next_report += report_every
-            if page is None:
-                break
         elapsed = clock() - started
+        done = finished()
+        for stage in ("generate", "filter"):
+            figures.add_time(stage, done.seconds.get(stage, 0.0))
         figures.add_time("total", elapsed)
+        figures.expected = done.web.distinct
+        figures.workers = workers
         if million_mark is not None:
             span = elapsed - (million_mark[0] - started)
             figures.last_million_rate = (figures.links - million_mark[1]) / max(span, 1e-9)
@@ -337,16 +431,16 @@ async def run(
         for path in (data_dir / DB_NAME, data_dir / f"{DB_NAME}-wal")
         if path.exists()
     )
-    report(figures, web.distinct, out)
+    report(figures, out)
     return figures
 
 
-def report(figures: Figures, expected: int, out: TextIO) -> None:
+def report(figures: Figures, out: TextIO) -> None:
     """Print the end-of-run figures."""
     total = figures.seconds.get("total", 0.0)
     store_time = figures.seconds.get("seen", 0.0) + figures.seconds.get("commit", 0.0)
     lines = [
-        f"known URLs            {figures.known:,} (generator: {expected:,}; "
+        f"known URLs            {figures.known:,} (generator: {figures.expected:,}; "
         f"store discovered: {figures.discovered:,})",
         f"pages, links          {figures.pages:,}, {figures.links:,}",
         f"ingest overall        {figures.links / max(total, 1e-9):,.0f} links/s",
@@ -355,7 +449,8 @@ def report(figures: Figures, expected: int, out: TextIO) -> None:
         f"store stage           {figures.links / max(store_time, 1e-9):,.0f} links/s "
         "(seen-set + commit only)",
         "stage seconds         "
-        + ", ".join(f"{name} {value:.1f}" for name, value in figures.seconds.items()),
+        + ", ".join(f"{name} {value:.1f}" for name, value in figures.seconds.items())
+        + (" (generate and filter in a child process, beside the rest)" if figures.workers else ""),
         f"peak RSS              {_mb(figures.peak_rss)}",
         "RSS at 1M known       "
         + (_mb(figures.rss_at_1m) if figures.rss_at_1m is not None else "n/a"),
@@ -373,6 +468,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--urls", type=int, default=1_000_000, help="known URLs to reach")
     parser.add_argument("--links-per-page", type=int, default=50)
     parser.add_argument("--batch", type=int, default=256, help="pages per transaction")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="1: generate and filter links in a child process, as a crawl's extract worker "
+        "does; 0: every stage in this process, one after the other",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report-every", type=int, default=0, help="default: urls / 10")
     parser.add_argument("--data-dir", type=Path, help="default: a temporary directory")
@@ -388,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seed=args.seed,
                 batch_pages=args.batch,
                 report_every=every,
+                workers=args.workers,
             )
         )
     return 0

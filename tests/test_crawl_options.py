@@ -184,3 +184,11 @@ def test_parse_workers_default_to_the_spare_cores(
     wanted: int | None, cores: int, expected: int
 ) -> None:
     assert parse_workers(wanted, cores) == expected
+
+
+@pytest.mark.parametrize(
+    ("wanted", "cores", "expected"),
+    [(None, 1, 1), (None, 2, 2), (None, 64, 2), (0, 8, 0), (3, 2, 3)],
+)
+def test_text_extraction_gets_every_core(wanted: int | None, cores: int, expected: int) -> None:
+    assert parse_workers(wanted, cores, content=True) == expected

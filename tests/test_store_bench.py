@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from bench.store import Mix, SyntheticWeb, hosts_for, run
 
 from trawl.store.base import State
@@ -17,7 +18,8 @@ from trawl.store.sqlite import SQLiteStore
 URLS = 40_000
 
 
-async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [0, 1])
+async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path, workers: int) -> None:
     web = SyntheticWeb(hosts_for(URLS), Mix.for_page(50), seed=7)
     truth: set[str] = set()
     in_scope_links = off_scope_links = 0
@@ -31,7 +33,7 @@ async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path) -> Non
     assert len(truth) == URLS
 
     out = io.StringIO()
-    figures = await run(URLS, 50, tmp_path, seed=7, report_every=10_000, out=out)
+    figures = await run(URLS, 50, tmp_path, seed=7, report_every=10_000, workers=workers, out=out)
 
     assert figures.known == figures.discovered == len(truth)
     async with SQLiteStore(tmp_path, readonly=True) as store:

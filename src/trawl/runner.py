@@ -107,7 +107,7 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
             )
         )
         extract = await stack.enter_async_context(
-            ExtractPool(settings, parse_workers(config.parse_workers))
+            ExtractPool(settings, parse_workers(config.parse_workers, content=config.content))
         )
         recorder = None
         if config.warc:
