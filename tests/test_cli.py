@@ -141,6 +141,7 @@ def crawled(server: SiteServer, tmp_path_factory: pytest.TempPathFactory) -> Cra
         pytest.param(["http://x.test/", "--resolve", "nohost"], id="bad-resolve"),
         pytest.param(["http://x.test/", "--resolve", "x.test=not-an-ip"], id="resolve-not-ip"),
         pytest.param(["http://x.test/", "--no-such-option"], id="unknown-option"),
+        pytest.param(["http://x.test/", "--events", "/dev/null/events.jsonl"], id="events-path"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(
