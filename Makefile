@@ -22,6 +22,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
+	.ci/postgres-up
 	$(BIN)/pytest -q
 
 # Crawl benchmark (bench/): serves a generated site on loopback (nginx if installed) and

@@ -10,16 +10,17 @@ import ipaddress
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from dnslib import AAAA, QTYPE, RCODE, RR, A
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
+from trawl.resource import Resource
+
 Record = tuple[str, int]
 
 
-class ScriptedDns(BaseResolver):  # type: ignore[misc]
+class ScriptedDns(BaseResolver, Resource):  # type: ignore[misc]
     """Answers each name from its script and counts the queries it gets."""
 
     def __init__(self, script: Mapping[str, Sequence[Sequence[Record]]]) -> None:
@@ -59,13 +60,11 @@ class ScriptedDns(BaseResolver):  # type: ignore[misc]
         self._server.start_thread()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._server.stop()
+    def close(self) -> None:
+        """Stop the server; calling it again does nothing."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop()
 
     @property
     def nameserver(self) -> str:

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
-import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,6 +16,7 @@ from trawl.errors import UsageError
 from trawl.events import EventWriter, PageFetched, event_json
 from trawl.store.base import StorageKey
 from trawl.urls import url_hash
+from writer_child import LIMIT, write_then_kill, write_until_full
 
 
 def event(i: int, *, warc: bool = True) -> PageFetched:
@@ -143,35 +140,10 @@ def test_a_named_pipe_receives_the_events(tmp_path: Path) -> None:
     assert [json.loads(line) for line in received[0].splitlines()] == [event_json(event(1))]
 
 
-CHILD = """
-import os, pickle, signal, sys
-from pathlib import Path
-from trawl.events import EventWriter
-
-events = pickle.loads(Path(sys.argv[1]).read_bytes())
-writer = EventWriter(Path(sys.argv[2]))
-for i, event in enumerate(events[:-1]):
-    writer.write(event)
-    if i % 7 == 6:
-        writer.flush()
-writer.flush()
-writer.write(events[-1])
-os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
 def test_a_killed_writer_loses_no_flushed_event(tmp_path: Path) -> None:
     events = [event(i) for i in range(30)]
-    saved = tmp_path / "events.pickle"
-    saved.write_bytes(pickle.dumps(events))
     path = tmp_path / "out" / "events.jsonl"
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(saved), str(path)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    write_then_kill("trawl.events.EventWriter", path, events, tmp_path, flush_every=7)
     expected = [event_json(e) for e in events]
     assert read_events(path) in (expected[:-1], expected)
     with EventWriter(path) as writer:
@@ -179,52 +151,15 @@ def test_a_killed_writer_loses_no_flushed_event(tmp_path: Path) -> None:
     assert read_events(path)[-1] == event_json(event(99))
 
 
-FULL_DISK_CHILD = """
-import pickle, resource, signal, sys
-from pathlib import Path
-from trawl.errors import TrawlError
-from trawl.events import EventWriter
-
-events = pickle.loads(Path(sys.argv[1]).read_bytes())
-writer = EventWriter(Path(sys.argv[2]))
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-flushed = 0
-try:
-    for event in events:
-        writer.write(event)
-        writer.flush()
-        flushed += 1
-except TrawlError as exc:
-    print(flushed)
-    print(exc)
-try:
-    writer.write(events[0])
-except RuntimeError as exc:
-    print(exc)
-writer.close()
-"""
-
-
 def test_a_failed_write_is_a_one_line_error_and_the_torn_line_is_cut(tmp_path: Path) -> None:
     """Writes beyond 4 KiB fail (RLIMIT_FSIZE, as on a full disk)."""
     events = [event(i) for i in range(100)]
-    saved = tmp_path / "events.pickle"
-    saved.write_bytes(pickle.dumps(events))
     path = tmp_path / "events.jsonl"
-    done = subprocess.run(
-        [sys.executable, "-c", FULL_DISK_CHILD, str(saved), str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    count, message, refused = done.stdout.splitlines()
+    count, message, refused = write_until_full("trawl.events.EventWriter", path, events, tmp_path)
     assert message == f"cannot write events file {path}: File too large"
     assert refused == "EventWriter used after close"
-    assert path.stat().st_size == 4096
+    assert path.stat().st_size == LIMIT
     EventWriter(path).close()
     kept = read_events(path)
-    assert len(kept) == int(count)
-    assert kept == [event_json(e) for e in events[: int(count)]]
+    assert len(kept) == count
+    assert kept == [event_json(e) for e in events[:count]]

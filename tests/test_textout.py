@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import pickle
 import re
-import signal
 import subprocess
-import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +28,7 @@ from trawl.textout import (
     rfc3339,
     text_json,
 )
+from writer_child import LIMIT, write_then_kill, write_until_full
 
 NAME_RE = re.compile(r"text-\d{8}T\d{6}-\d{5}\.jsonl\.gz")
 FIELDS = [
@@ -198,35 +196,10 @@ def test_bad_options_and_unwritable_directories(tmp_path: Path) -> None:
     assert caught.value.exit_code == 2
 
 
-CHILD = """
-import os, pickle, signal, sys
-from pathlib import Path
-from trawl.textout import TextWriter
-
-records = pickle.loads(Path(sys.argv[1]).read_bytes())
-writer = TextWriter(Path(sys.argv[2]))
-for i, record in enumerate(records[:-1]):
-    writer.write(record)
-    if i % 10 == 9:
-        writer.flush()
-writer.flush()
-writer.write(records[-1])
-os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
 def test_a_killed_writer_loses_no_flushed_record(tmp_path: Path) -> None:
     records = [record(i) for i in range(45)]
-    saved = tmp_path / "records.pickle"
-    saved.write_bytes(pickle.dumps(records))
     directory = tmp_path / "text"
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(saved), str(directory)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    write_then_kill("trawl.textout.TextWriter", directory, records, tmp_path, flush_every=10)
     (partial,) = directory.iterdir()
     assert partial.name.endswith(SUFFIX + PARTIAL)
     unfinished = subprocess.run(["gzip", "-t", str(partial)], capture_output=True, check=False)
@@ -290,55 +263,20 @@ def test_a_repair_cut_short_after_its_rename_is_finished(tmp_path: Path) -> None
     assert final.read_bytes() == published
 
 
-FULL_DISK_CHILD = """
-import pickle, resource, signal, sys
-from pathlib import Path
-from trawl.errors import TrawlError
-from trawl.textout import TextWriter
-
-records = pickle.loads(Path(sys.argv[1]).read_bytes())
-writer = TextWriter(Path(sys.argv[2]))
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-flushed = 0
-try:
-    for record in records:
-        writer.write(record)
-        writer.flush()
-        flushed += 1
-except TrawlError as exc:
-    print(flushed)
-    print(exc)
-try:
-    writer.write(records[0])
-except RuntimeError as exc:
-    print(exc)
-writer.close()
-"""
-
-
 def test_a_failed_write_never_publishes_a_torn_file(tmp_path: Path) -> None:
     """Writes beyond 4 KiB fail (RLIMIT_FSIZE, as on a full disk): the writer stops with a
     one-line error and leaves its .open file, whose flushed records the repair keeps."""
     records = [record(i) for i in range(200)]
-    saved = tmp_path / "records.pickle"
-    saved.write_bytes(pickle.dumps(records))
     directory = tmp_path / "text"
-    done = subprocess.run(
-        [sys.executable, "-c", FULL_DISK_CHILD, str(saved), str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    count, message, refused = write_until_full(
+        "trawl.textout.TextWriter", directory, records, tmp_path
     )
-    assert done.returncode == 0, done.stderr
-    count, message, refused = done.stdout.splitlines()
     (partial,) = directory.iterdir()
     assert partial.name.endswith(SUFFIX + PARTIAL)
     assert message == f"cannot write text file {partial}: File too large"
     assert refused == "TextWriter used after close"
-    assert partial.stat().st_size == 4096
+    assert partial.stat().st_size == LIMIT
     (path,) = repair_open_files(directory)
     kept = read_lines(path)
-    assert int(count) <= len(kept) < len(records)
+    assert count <= len(kept) < len(records)
     assert kept == [text_json(r) for r in records[: len(kept)]]

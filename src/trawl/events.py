@@ -44,10 +44,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
+from typing import IO
 
 from trawl.errors import TrawlError, UsageError
+from trawl.resource import Resource
 from trawl.store.base import StorageKey
 from trawl.textout import hex64, json_line, rfc3339
 
@@ -109,7 +109,7 @@ def _drop_torn_line(path: Path) -> None:
             file.truncate(end)
 
 
-class EventWriter:
+class EventWriter(Resource):
     """Appends PageFetched events to ``path``, one line each.
 
     The parent directory is created if missing, and a torn last line left by a killed
@@ -126,17 +126,6 @@ class EventWriter:
             self._file: IO[bytes] = path.open("ab")
         except OSError as exc:
             raise UsageError(f"cannot write events file {path}: {exc.strerror}") from exc
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def write(self, event: PageFetched) -> None:
         """Add ``event`` as one line; it is safe from a kill -9 once :meth:`flush` returns."""

@@ -1,10 +1,11 @@
-"""The shape every trawl resource shares: an async context manager whose exit is
+"""The shape every trawl resource shares: a context manager (async or not) whose exit is
 ``close()``, and ``close()`` is safe to call more than once (STYLE.md, rule 8)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from types import TracebackType
+from typing import Self
 
 
 class AsyncResource(ABC):
@@ -21,3 +22,23 @@ class AsyncResource(ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class Resource(ABC):
+    """Base for resources used with ``with`` and closed by :meth:`close`; a subclass whose
+    opening does work defines ``__enter__`` for it."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the resource; idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

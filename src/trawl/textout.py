@@ -41,17 +41,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
+from typing import IO
 
 from trawl.errors import TrawlError, UsageError
+from trawl.resource import Resource
+from trawl.rotation import check_rotation
 
 DEFAULT_MAX_SIZE = 1 << 30
 """Default compressed size after which a text file is closed at the next flush (1 GiB)."""
@@ -61,7 +61,6 @@ PARTIAL = ".open"
 _LEVEL = 6
 _GZIP = 16 + zlib.MAX_WBITS
 _CHUNK = 1 << 16
-_PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MASK64 = (1 << 64) - 1
 
 
@@ -171,7 +170,7 @@ def _recover(partial: Path, staged: Path) -> bool:
     return kept
 
 
-class TextWriter:
+class TextWriter(Resource):
     """Writes text records to rotating gzip JSONL files in ``directory``.
 
     The directory is created if missing and leftovers of a killed writer are repaired
@@ -184,10 +183,7 @@ class TextWriter:
     def __init__(
         self, directory: Path, *, max_size: int = DEFAULT_MAX_SIZE, prefix: str = "text"
     ) -> None:
-        if not _PREFIX_RE.fullmatch(prefix):
-            raise UsageError(f"text file prefix {prefix!r} may hold only letters, digits, . _ -")
-        if max_size <= 0:
-            raise UsageError(f"text file size limit must be positive, not {max_size}")
+        check_rotation("text", prefix, max_size)
         self.directory = directory
         self._prefix = prefix
         self._max_size = max_size
@@ -208,17 +204,6 @@ class TextWriter:
     def files(self) -> list[Path]:
         """The files this writer wrote and closed, in order (repaired leftovers not included)."""
         return list(self._files)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def write(self, record: TextRecord) -> None:
         """Add ``record`` as one line; it is safe from a kill -9 once :meth:`flush` returns."""

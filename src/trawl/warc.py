@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import re
 import secrets
 import time
 import uuid
@@ -44,8 +43,9 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from trawl import __version__
-from trawl.errors import TrawlError, UsageError
+from trawl.errors import TrawlError
 from trawl.resource import AsyncResource
+from trawl.rotation import check_rotation
 from trawl.store.base import StorageKey
 
 T = TypeVar("T")
@@ -57,7 +57,6 @@ PARTIAL = ".open"
 """Added to the name of the file being written; dropped by a rename once it is complete."""
 WARC_VERSION = "WARC/1.1"
 _LEVEL = 6
-_PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _HIDDEN_ENCODING = "Transfer-Encoding"
 _KEPT_ENCODING = "X-Crawler-Transfer-Encoding"
 
@@ -198,10 +197,7 @@ class WarcWriter(AsyncResource):
         max_size: int = DEFAULT_MAX_SIZE,
         info: Mapping[str, str] | None = None,
     ) -> None:
-        if not _PREFIX_RE.fullmatch(prefix):
-            raise UsageError(f"WARC file prefix {prefix!r} may hold only letters, digits, . _ -")
-        if max_size <= 0:
-            raise UsageError(f"WARC file size limit must be positive, not {max_size}")
+        check_rotation("WARC", prefix, max_size)
         self.directory = directory
         self._prefix = prefix
         self._max_size = max_size

@@ -27,10 +27,10 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from urllib.parse import urlsplit
 
 from trawl.config import IPNetwork
+from trawl.resource import Resource
 from trawl.testsite.loop import BackgroundLoop
 from trawl.testsite.server import LOOPBACK_NETWORK, listening_socket
 from trawl.testsite.site import route_key
@@ -269,7 +269,7 @@ async def _hung_up(reader: asyncio.StreamReader) -> None:
             pass
 
 
-class HostileServer:
+class HostileServer(Resource):
     """Serves `routes` (absolute URLs, any port, to answers); a context manager whose
     close is idempotent."""
 
@@ -307,14 +307,6 @@ class HostileServer:
             sock.close()
             raise
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop serving, drop every connection and join the thread; idempotent."""

@@ -25,12 +25,12 @@ import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 
 from aiohttp import hdrs, web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from trawl.config import IPNetwork
+from trawl.resource import Resource
 from trawl.testsite.loop import BackgroundLoop
 from trawl.testsite.site import NOT_FOUND, Response, Site, route_key
 
@@ -147,7 +147,7 @@ def listening_socket(address: str, port: int) -> socket.socket:
     return sock
 
 
-class SiteServer:
+class SiteServer(Resource):
     """Serves one `Site`; a context manager whose close is idempotent.
 
     The socket is bound first, then `site_factory` builds the site for the real port.
@@ -197,14 +197,6 @@ class SiteServer:
                 sock.close()
             raise
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop serving and join the thread; calling it again does nothing."""
