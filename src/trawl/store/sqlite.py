@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 from trawl.errors import StoreError
 from trawl.neardup import Blocks
@@ -39,6 +39,7 @@ from trawl.store.sqlite_content import (
     apply_content,
     content_hashes,
     content_owners,
+    select_in,
     simhash_candidates,
 )
 from trawl.urls import url_hash
@@ -46,7 +47,6 @@ from trawl.urls import url_hash
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
-_IN_CHUNK = 500  # ids per "IN (...)" list, below SQLite's variable limit
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 _ANSWERED = (State.DONE, State.FAILED)
 PAGE_BUDGET_COUNTER = "over_host_page_budget"
@@ -203,7 +203,7 @@ class SQLiteStore(AsyncResource):
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         return await self._run(
-            lambda: dict(_select_in(self._db, "SELECT id, url FROM urls WHERE id IN", sorted(ids)))
+            lambda: dict(select_in(self._db, "SELECT id, url FROM urls WHERE id IN", sorted(ids)))
         )
 
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
@@ -364,22 +364,13 @@ class SQLiteStore(AsyncResource):
             last = rows[-1][0] + 1
 
 
-def _select_in(
-    db: sqlite3.Connection, query: str, values: Sequence[Any]
-) -> Iterator[tuple[Any, ...]]:
-    """Rows of ``query IN (values)``, asked in chunks below SQLite's variable limit."""
-    for start in range(0, len(values), _IN_CHUNK):
-        chunk = values[start : start + _IN_CHUNK]
-        yield from db.execute(f"{query} ({','.join('?' * len(chunk))})", chunk)
-
-
 def _ensure_hosts(db: sqlite3.Connection, names: Sequence[str]) -> dict[str, int]:
     """Ids of the named hosts, inserting those not yet known."""
     db.executemany(
         "INSERT INTO hosts (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
         [(name,) for name in names],
     )
-    return dict(_select_in(db, "SELECT name, id FROM hosts WHERE name IN", names))
+    return dict(select_in(db, "SELECT name, id FROM hosts WHERE name IN", names))
 
 
 def _add_counters(db: sqlite3.Connection, counters: Mapping[str, int]) -> None:

@@ -2,18 +2,21 @@
 index, fetch versions, and the duplicate links between pages (schema migration 3).
 
 Plain functions over a connection, called on the store thread: the look-ups by the
-content stage before a commit, the writes inside the commit's transaction.
+content stage before a commit, the writes inside the commit's transaction, and
+:func:`select_in`, the chunked ``IN (...)`` query the engine uses for every look-up by key.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from trawl.neardup import Blocks, blocks
 from trawl.store.base import CommitBatch, Outcome
 
 _IN_CHUNK = 500
+"""Values per ``IN (...)`` list, below SQLite's variable limit."""
 
 _CANDIDATES = (
     "SELECT b.url_id, u.simhash FROM ("
@@ -26,37 +29,28 @@ _CANDIDATES = (
 )
 
 
-def _chunks(values: Sequence[object]) -> list[Sequence[object]]:
-    return [values[i : i + _IN_CHUNK] for i in range(0, len(values), _IN_CHUNK)]
+def select_in(
+    db: sqlite3.Connection, query: str, values: Sequence[Any]
+) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``query IN (values)``, asked in chunks below SQLite's variable limit."""
+    for start in range(0, len(values), _IN_CHUNK):
+        chunk = values[start : start + _IN_CHUNK]
+        yield from db.execute(f"{query} ({','.join('?' * len(chunk))})", chunk)
 
 
 def content_owners(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, int]:
     """``{content_hash: url_id}`` of the first owner of each known hash."""
-    found: dict[str, int] = {}
-    for chunk in _chunks(hashes):
-        marks = ",".join("?" * len(chunk))
-        found.update(
-            db.execute(
-                f"SELECT content_hash, url_id FROM content_owners WHERE content_hash IN ({marks})",
-                chunk,
-            ).fetchall()
+    return dict(
+        select_in(
+            db, "SELECT content_hash, url_id FROM content_owners WHERE content_hash IN", hashes
         )
-    return found
+    )
 
 
 def content_hashes(db: sqlite3.Connection, url_ids: Sequence[int]) -> dict[int, str]:
     """The latest content hash of each given URL that has one."""
-    found: dict[int, str] = {}
-    for chunk in _chunks(url_ids):
-        marks = ",".join("?" * len(chunk))
-        found.update(
-            db.execute(
-                f"SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL "
-                f"AND id IN ({marks})",
-                chunk,
-            ).fetchall()
-        )
-    return found
+    query = "SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL AND id IN"
+    return dict(select_in(db, query, url_ids))
 
 
 def simhash_candidates(db: sqlite3.Connection, wanted: Blocks) -> list[tuple[int, int]]:
