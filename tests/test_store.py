@@ -7,14 +7,19 @@ given no value), never by mocking.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from pg import DSN as PG_DSN
+from pg import connect as pg_connect
+from pg import pg_schema
 from trawl.errors import StoreError
 from trawl.store.base import (
     CommitBatch,
@@ -28,38 +33,93 @@ from trawl.store.base import (
     State,
     Store,
 )
-from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
+from trawl.store.postgres import PostgresStore
+from trawl.store.schema import (
+    POSTGRES_TYPES,
+    SCHEMA_VERSION,
+    SQLITE_TYPES,
+    migration_statements,
+)
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.urls import url_hash
+
+__all__ = ["pg_schema"]
 
 
 class Engine(Store, contextlib.AbstractAsyncContextManager[Any]):
     """A store engine as the tests use it: the protocol plus ``async with``."""
 
 
-ENGINES: dict[str, Callable[[Path, int | None, int | None], Engine]] = {
-    "sqlite": lambda path, pages, discovered: cast(
-        Engine, SQLiteStore(path, page_budget=pages, discovery_budget=discovered)
+Rows = list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineKind:
+    """How the tests open one engine: ``place`` names the fixture that gives a store's
+    place (a data dir, a schema), ``make`` opens a store there with the per-host budgets
+    ``pages`` and ``discovered``, and ``query`` reads its database directly with SQL."""
+
+    place: str
+    make: Callable[[Any, int | None, int | None], Engine]
+    query: Callable[[Any, str], Rows]
+
+
+def sqlite_query(data_dir: Path, statement: str) -> Rows:
+    with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db:
+        return db.execute(statement).fetchall()
+
+
+def postgres_query(schema: str, statement: str) -> Rows:
+    with pg_connect(schema) as db:
+        return db.execute(statement).fetchall()
+
+
+ENGINES: dict[str, EngineKind] = {
+    "sqlite": EngineKind(
+        "tmp_path",
+        lambda path, pages, discovered: cast(
+            Engine, SQLiteStore(path, page_budget=pages, discovery_budget=discovered)
+        ),
+        sqlite_query,
+    ),
+    "postgresql": EngineKind(
+        "pg_schema",
+        lambda schema, pages, discovered: cast(
+            Engine,
+            PostgresStore(PG_DSN, schema=schema, page_budget=pages, discovery_budget=discovered),
+        ),
+        postgres_query,
     ),
 }
 
-OpenStore = Callable[..., contextlib.AbstractAsyncContextManager[Engine]]
-"""Opens a store; takes the per-host budgets ``pages`` and ``discovered`` (default None)."""
+
+class OpenStore:
+    """Opens (and on exit closes) an engine's store at one place; call it again to reopen.
+
+    Takes the per-host budgets ``pages`` and ``discovered`` (default None).
+    """
+
+    def __init__(self, kind: EngineKind, place: Any) -> None:
+        self._kind = kind
+        self._place = place
+
+    @contextlib.asynccontextmanager
+    async def __call__(
+        self, *, pages: int | None = None, discovered: int | None = None
+    ) -> AsyncIterator[Engine]:
+        async with self._kind.make(self._place, pages, discovered) as store:
+            yield store
+
+    def query(self, statement: str) -> Rows:
+        """The rows of ``statement``, read from the store's database directly."""
+        return self._kind.query(self._place, statement)
 
 
 @pytest.fixture(params=sorted(ENGINES))
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
-    """Opens (and on exit closes) the engine's store over one data dir; call it again to reopen."""
-    make = ENGINES[request.param]
-
-    @contextlib.asynccontextmanager
-    async def opened(
-        *, pages: int | None = None, discovered: int | None = None
-    ) -> AsyncIterator[Engine]:
-        async with make(tmp_path, pages, discovered) as store:
-            yield store
-
-    return opened
+def open_store(request: pytest.FixtureRequest) -> OpenStore:
+    """Opens the engine's store at one place (a data dir, a schema)."""
+    kind = ENGINES[request.param]
+    return OpenStore(kind, request.getfixturevalue(kind.place))
 
 
 @pytest.fixture
@@ -430,42 +490,123 @@ async def test_soft404_record_round_trip(store: Engine) -> None:
     assert await store.robots(ids["a.test"]) is None
 
 
+def write_version_1(execute: Callable[[str, tuple[object, ...]], object], mark: str) -> None:
+    """The rows of a crawl as trawl wrote it at schema version 1 (two hosts, URLs in every
+    state), written with ``execute`` into tables of that version; ``mark`` is the engine's
+    parameter placeholder."""
+    execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')", ())
+    execute("INSERT INTO hosts (name, queued) VALUES ('a.test', 2), ('b.test', 1)", ())
+    states = [State.DONE, State.DONE, State.FAILED, State.BLOCKED, State.CLAIMED, State.QUEUED]
+    rows = [(f"http://a.test/{n}", 1, int(state)) for n, state in enumerate(states)]
+    rows.append(("http://b.test/0", 2, int(State.QUEUED)))
+    insert = (
+        "INSERT INTO urls (id, url, host_id, state, depth) "
+        f"VALUES ({mark}, {mark}, {mark}, {mark}, 0)"
+    )
+    for text, host, state in rows:
+        execute(insert, (url_hash(text), text, host, state))
+
+
 def make_version_1_crawl(data_dir: Path) -> None:
-    """A data dir as trawl wrote it at schema version 1: two hosts, URLs in every state."""
+    """A data dir as trawl wrote it at schema version 1."""
     data_dir.mkdir(parents=True)
     with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db, db:
         for statement in migration_statements(1, SQLITE_TYPES):
             db.execute(statement)
-        db.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
-        db.execute("INSERT INTO hosts (id, name, queued) VALUES (1, 'a.test', 2), (2, 'b.test', 1)")
-        states = [State.DONE, State.DONE, State.FAILED, State.BLOCKED, State.CLAIMED, State.QUEUED]
-        for n, state in enumerate(states):
-            text = f"http://a.test/{n}"
-            db.execute(
-                "INSERT INTO urls (id, url, host_id, state, depth) VALUES (?, ?, 1, ?, 0)",
-                (url_hash(text), text, state),
-            )
-        db.execute(
-            "INSERT INTO urls (id, url, host_id, state, depth) VALUES (?, ?, 2, 0, 0)",
-            (url_hash("http://b.test/0"), "http://b.test/0"),
-        )
+        write_version_1(db.execute, "?")
+
+
+async def assert_version_1_upgraded(store: Engine) -> None:
+    """What a version-1 crawl opened with page budget 5 and discovery budget 8 holds."""
+    assert await store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert await store.recover() == 1
+    assert await queued(store) == {"a.test": 2, "b.test": 1}
+    # a.test has 6 URLs stored (budget 8) and 3 answered (budget 5).
+    assert await insert(store, *(url("a.test", n) for n in range(10, 15))) == 2
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    claimed = await store.claim({host: 10}, now=1000.0)
+    assert len(claimed) == 2
+    assert await store.soft404(host) is None
 
 
 async def test_a_version_1_crawl_upgrades_with_its_budget_counts(tmp_path: Path) -> None:
     data_dir = tmp_path / "crawl"
     make_version_1_crawl(data_dir)
     async with SQLiteStore(data_dir, page_budget=5, discovery_budget=8) as store:
-        assert await store.get_meta("schema_version") == str(SCHEMA_VERSION)
-        assert await store.recover() == 1
-        assert await queued(store) == {"a.test": 2, "b.test": 1}
-        # a.test has 6 URLs stored (budget 8) and 3 answered (budget 5).
-        assert await insert(store, *(url("a.test", n) for n in range(10, 15))) == 2
-        host = (await store.host_ids(["a.test"]))["a.test"]
-        claimed = await store.claim({host: 10}, now=1000.0)
-        assert len(claimed) == 2
-        assert await store.soft404(host) is None
+        await assert_version_1_upgraded(cast(Engine, store))
     with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db:
         columns = {row[1] for row in db.execute("PRAGMA table_info(hosts)")}
         assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
         counts = db.execute("SELECT name, discovered, fetched FROM hosts ORDER BY name").fetchall()
         assert counts == [("a.test", 8, 3), ("b.test", 1, 0)]
+
+
+def make_version_1_schema(schema: str) -> None:
+    """The PostgreSQL twin of :func:`make_version_1_crawl`: a schema at version 1."""
+    with pg_connect() as db:
+        db.execute(f'CREATE SCHEMA "{schema}"')
+        db.execute(f'SET search_path TO "{schema}"')
+        for statement in migration_statements(1, POSTGRES_TYPES):
+            db.execute(statement)
+        write_version_1(db.execute, "%s")
+
+
+def postgres_columns(schema: str, table: str) -> set[str]:
+    """The column names of ``table`` in ``schema``."""
+    rows = postgres_query(
+        schema,
+        "SELECT column_name FROM information_schema.columns "
+        f"WHERE table_schema = '{schema}' AND table_name = '{table}'",
+    )
+    return {row[0] for row in rows}
+
+
+async def test_a_version_1_postgresql_schema_upgrades_with_its_budget_counts(
+    pg_schema: str,
+) -> None:
+    make_version_1_schema(pg_schema)
+    async with PostgresStore(PG_DSN, schema=pg_schema, page_budget=5, discovery_budget=8) as store:
+        await assert_version_1_upgraded(cast(Engine, store))
+    columns = postgres_columns(pg_schema, "hosts")
+    assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
+    counts = postgres_query(pg_schema, "SELECT name, discovered, fetched FROM hosts ORDER BY name")
+    assert counts == [("a.test", 8, 3), ("b.test", 1, 0)]
+
+
+async def test_readonly_postgresql_store_needs_an_existing_crawl(pg_schema: str) -> None:
+    with pytest.raises(StoreError, match="no crawl found"):
+        async with PostgresStore(PG_DSN, schema=pg_schema, readonly=True):
+            pass
+    namespaces = postgres_query(
+        pg_schema, f"SELECT 1 FROM pg_namespace WHERE nspname = '{pg_schema}'"
+    )
+    assert namespaces == []
+    async with PostgresStore(PG_DSN, schema=pg_schema) as store:
+        await insert(store, url("a.test", 1))
+    async with PostgresStore(PG_DSN, schema=pg_schema, readonly=True) as store:
+        assert list(await rows(store)) == ["http://a.test/1"]
+        with pytest.raises(StoreError, match="read-only"):
+            await store.set_meta("seeds", "http://a.test/")
+
+
+async def test_postgresql_processes_opening_one_schema_at_once_migrate_it_once(
+    pg_schema: str,
+) -> None:
+    async def open_and_count() -> str | None:
+        async with PostgresStore(PG_DSN, schema=pg_schema) as store:
+            return await store.get_meta("schema_version")
+
+    async with asyncio.TaskGroup() as group:
+        opened = [group.create_task(open_and_count()) for _ in range(6)]
+    assert [task.result() for task in opened] == [str(SCHEMA_VERSION)] * 6
+
+
+async def test_a_postgresql_error_is_one_line_without_the_password() -> None:
+    store = PostgresStore("postgresql://postgres:s3cret-word@127.0.0.1:1/test", schema="x")
+    with pytest.raises(StoreError) as failure:
+        async with store:
+            pass
+    message = str(failure.value)
+    assert message.startswith("store postgresql://127.0.0.1:1/test schema x: ")
+    assert "s3cret-word" not in message
+    assert "\n" not in message

@@ -6,13 +6,27 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-from test_store import ENGINES, Engine, OpenStore, insert, make_version_1_crawl, open_store, store
+from pg import DSN as PG_DSN
+from test_store import (
+    ENGINES,
+    Engine,
+    OpenStore,
+    insert,
+    make_version_1_crawl,
+    make_version_1_schema,
+    open_store,
+    pg_schema,
+    postgres_columns,
+    postgres_query,
+    store,
+)
 from trawl.neardup import blocks
 from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State, StorageKey
+from trawl.store.postgres import PostgresStore
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.urls import url_hash
 
-__all__ = ["ENGINES", "open_store", "store"]
+__all__ = ["ENGINES", "open_store", "pg_schema", "store"]
 
 HASH_A, HASH_B = "a" * 64, "b" * 64
 
@@ -95,9 +109,7 @@ async def test_a_refetch_replaces_a_pages_blocks(store: Engine) -> None:
     assert await store.simhash_candidates(blocks(new)) == [(p.id, new)]
 
 
-async def test_duplicates_aliases_and_versions_are_recorded(
-    open_store: OpenStore, tmp_path: Path
-) -> None:
+async def test_duplicates_aliases_and_versions_are_recorded(open_store: OpenStore) -> None:
     first, second, alias, lone = page(1), page(2), page(3), page(4)
     key = StorageKey("x.warc.gz", 100, 50)
     async with open_store() as store:
@@ -112,15 +124,16 @@ async def test_duplicates_aliases_and_versions_are_recorded(
         )
         await store.recover()
         await fetched(store, done(first, 50.0, content_hash=HASH_B))
-    with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db:
-        links = {
-            row[0]: row[1:]
-            for row in db.execute("SELECT url, duplicate_of, near_duplicate_of, alias_of FROM urls")
-        }
-        versions = db.execute(
-            "SELECT url_id, fetched_at, content_hash, warc_file, warc_offset, warc_length "
-            "FROM versions ORDER BY fetched_at"
-        ).fetchall()
+    links = {
+        row[0]: row[1:]
+        for row in open_store.query(
+            "SELECT url, duplicate_of, near_duplicate_of, alias_of FROM urls"
+        )
+    }
+    versions = open_store.query(
+        "SELECT url_id, fetched_at, content_hash, warc_file, warc_offset, warc_length "
+        "FROM versions ORDER BY fetched_at"
+    )
     assert links[second.url] == (first.id, None, None)
     assert links[alias.url] == (None, None, first.id)
     assert links[lone.url] == (None, None, None)
@@ -160,4 +173,27 @@ async def test_a_version_1_crawl_gets_the_content_tables(tmp_path: Path) -> None
         "origin",
     } <= columns
     assert {"content_owners", "simhash_blocks", "versions"} <= tables
+    assert count == 7
+
+
+async def test_a_version_1_postgresql_schema_gets_the_content_tables(pg_schema: str) -> None:
+    make_version_1_schema(pg_schema)
+    async with PostgresStore(PG_DSN, schema=pg_schema) as store:
+        assert await store.content_owners([HASH_A]) == {}
+        assert await store.simhash_candidates((1, 2, 3, 4)) == []
+    columns = postgres_columns(pg_schema, "urls")
+    tables = postgres_query(
+        pg_schema,
+        f"SELECT table_name FROM information_schema.tables WHERE table_schema = '{pg_schema}'",
+    )
+    count = postgres_query(pg_schema, "SELECT COUNT(*) FROM urls")[0][0]
+    assert {
+        "content_hash",
+        "simhash",
+        "duplicate_of",
+        "near_duplicate_of",
+        "alias_of",
+        "origin",
+    } <= columns
+    assert {"content_owners", "simhash_blocks", "versions"} <= {row[0] for row in tables}
     assert count == 7

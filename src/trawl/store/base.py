@@ -24,11 +24,12 @@ URLs they count.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from trawl.neardup import Blocks
+from trawl.urls import url_hash
 
 if TYPE_CHECKING:
     from trawl.content import FetchedContent
@@ -42,6 +43,14 @@ class StorageKey:
     file: str
     offset: int
     length: int
+
+
+PAGE_BUDGET_COUNTER = "over_host_page_budget"
+"""Counter of URLs held back (PARKED) because their host used up its page budget."""
+PAGE_BUDGET_ERROR = "host_page_budget"
+"""The ``error`` of a PARKED URL."""
+DISCOVERY_BUDGET_COUNTER = "over_host_discovery_budget"
+"""Counter of new URLs not stored because their host used up its discovery budget."""
 
 
 class State(enum.IntEnum):
@@ -109,6 +118,13 @@ class Outcome:
     storage: StorageKey | None = None
     """Where the fetch was archived (``--warc``)."""
 
+    def alias_of(self) -> int | None:
+        """The id of the URL the page's canonical link names, unless it names the page."""
+        if self.canonical is None:
+            return None
+        target = url_hash(self.canonical)
+        return None if target == self.url_id else target
+
 
 @dataclass(frozen=True, slots=True)
 class Duplicates:
@@ -173,6 +189,30 @@ class CommitBatch:
         return len(self.outcomes) + len(self.new_urls) + len(self.hosts)
 
 
+class ContentRows(NamedTuple):
+    """The outcomes of a batch that the content tables record (schema migration 3)."""
+
+    fingerprinted: list[Outcome]
+    """Outcomes with a content hash: hash owners and the SimHash block index."""
+    versions: list[Outcome]
+    """Fetches to add to ``versions``: fingerprinted or archived, with a fetch time."""
+    exact: set[int]
+    """Pages the content stage found to duplicate another exactly: not block-indexed."""
+
+
+def content_rows(batch: CommitBatch) -> ContentRows:
+    """Select what a batch adds to the content tables."""
+    return ContentRows(
+        fingerprinted=[o for o in batch.outcomes if o.content_hash is not None],
+        versions=[
+            o
+            for o in batch.outcomes
+            if o.fetched_at is not None and (o.storage is not None or o.content_hash is not None)
+        ],
+        exact={d.url_id for d in batch.duplicates if d.duplicate_of is not None},
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """What a commit changed: new URLs, hosts that got work, and every counter written.
@@ -210,6 +250,44 @@ class ExportRow:
     redirect_to: str | None
     error: str | None
     state: State
+
+
+MIN_ID, MAX_ID = -(2**63), 2**63 - 1
+"""The range of URL ids (signed 64-bit hashes)."""
+
+EXPORT_COLUMNS = (
+    "id, url, status, content_type, length, fetched_at, depth, redirect_to, error, state"
+)
+"""The ``urls`` columns an export row is read from, in :func:`export_row`'s order."""
+
+Row = tuple[Any, ...]
+
+
+async def pages_by_id(
+    fetch: Callable[[int], Awaitable[Sequence[Row]]],
+) -> AsyncIterator[Sequence[Row]]:
+    """Every row of a table keyed by URL id, a page at a time, in id order.
+
+    ``fetch(start)`` returns the next page: rows whose first column is an id of at least
+    ``start``, in id order; an empty page ends the walk.
+    """
+    start = MIN_ID
+    while True:
+        rows = await fetch(start)
+        if not rows:
+            return
+        yield rows
+        if rows[-1][0] == MAX_ID:
+            return
+        start = rows[-1][0] + 1
+
+
+def export_row(row: Row) -> ExportRow:
+    """An :class:`ExportRow` from the columns of :data:`EXPORT_COLUMNS`."""
+    return ExportRow(
+        url=row[1], status=row[2], content_type=row[3], length=row[4], fetched_at=row[5],
+        depth=row[6], redirect_to=row[7], error=row[8], state=State(row[9]),
+    )  # fmt: skip
 
 
 class Store(Protocol):

@@ -23,16 +23,22 @@ from trawl.errors import StoreError
 from trawl.neardup import Blocks
 from trawl.resource import AsyncResource
 from trawl.store.base import (
+    DISCOVERY_BUDGET_COUNTER,
+    EXPORT_COLUMNS,
+    PAGE_BUDGET_COUNTER,
+    PAGE_BUDGET_ERROR,
     CommitBatch,
     CommitResult,
     ExportRow,
     HostWork,
     NewURL,
-    Outcome,
     QueuedURL,
     RobotsRecord,
+    Row,
     Soft404Record,
     State,
+    export_row,
+    pages_by_id,
 )
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
 from trawl.store.sqlite_content import (
@@ -42,19 +48,11 @@ from trawl.store.sqlite_content import (
     select_in,
     simhash_candidates,
 )
-from trawl.urls import url_hash
 
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
-_MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 _ANSWERED = (State.DONE, State.FAILED)
-PAGE_BUDGET_COUNTER = "over_host_page_budget"
-"""Counter of URLs held back (PARKED) because their host used up its page budget."""
-PAGE_BUDGET_ERROR = "host_page_budget"
-"""The ``error`` of a PARKED URL."""
-DISCOVERY_BUDGET_COUNTER = "over_host_discovery_budget"
-"""Counter of new URLs not stored because their host used up its discovery budget."""
 
 
 class SQLiteStore(AsyncResource):
@@ -183,23 +181,12 @@ class SQLiteStore(AsyncResource):
         return await self._run(lambda: self._transaction(work))
 
     async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
-        last = _MIN_ID
-        while True:
-            start = last
+        def page(start: int) -> list[Row]:
+            query = "SELECT id FROM urls WHERE id >= ? ORDER BY id LIMIT ?"
+            return self._db.execute(query, (start, batch)).fetchall()
 
-            def page(start: int = start) -> list[int]:
-                rows = self._db.execute(
-                    "SELECT id FROM urls WHERE id >= ? ORDER BY id LIMIT ?", (start, batch)
-                ).fetchall()
-                return [row[0] for row in rows]
-
-            ids = await self._run(page)
-            if not ids:
-                return
-            yield ids
-            if ids[-1] == _MAX_ID:
-                return
-            last = ids[-1] + 1
+        async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
+            yield [row[0] for row in rows]
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         return await self._run(
@@ -326,42 +313,13 @@ class SQLiteStore(AsyncResource):
         await self._run(lambda: self._transaction(work))
 
     async def export(self) -> AsyncIterator[ExportRow]:
-        last = _MIN_ID
-        while True:
-            start = last
+        def page(start: int) -> list[Row]:
+            query = f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= ? ORDER BY id LIMIT 5000"
+            return self._db.execute(query, (start,)).fetchall()
 
-            def page(start: int = start) -> list[tuple[int, ExportRow]]:
-                rows = self._db.execute(
-                    "SELECT id, url, status, content_type, length, fetched_at, depth, "
-                    "redirect_to, error, state FROM urls WHERE id >= ? ORDER BY id LIMIT 5000",
-                    (start,),
-                ).fetchall()
-                return [
-                    (
-                        row[0],
-                        ExportRow(
-                            url=row[1],
-                            status=row[2],
-                            content_type=row[3],
-                            length=row[4],
-                            fetched_at=row[5],
-                            depth=row[6],
-                            redirect_to=row[7],
-                            error=row[8],
-                            state=State(row[9]),
-                        ),
-                    )
-                    for row in rows
-                ]
-
-            rows = await self._run(page)
-            if not rows:
-                return
-            for _, row in rows:
-                yield row
-            if rows[-1][0] == _MAX_ID:
-                return
-            last = rows[-1][0] + 1
+        async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
+            for row in rows:
+                yield export_row(row)
 
 
 def _ensure_hosts(db: sqlite3.Connection, names: Sequence[str]) -> dict[str, int]:
@@ -445,14 +403,6 @@ def _depth_of(row: tuple[int, str, int, int, int, str | None]) -> int:
     return row[3]
 
 
-def _alias(o: Outcome) -> int | None:
-    """The id of the URL a page's canonical link names, unless it names the page itself."""
-    if o.canonical is None:
-        return None
-    target = url_hash(o.canonical)
-    return None if target == o.url_id else target
-
-
 def _apply(
     db: sqlite3.Connection, batch: CommitBatch, discovery_budget: int | None
 ) -> CommitResult:
@@ -468,7 +418,7 @@ def _apply(
                 (
                     o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                     o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
-                    _alias(o), o.content_hash, o.simhash, o.url_id,
+                    o.alias_of(), o.content_hash, o.simhash, o.url_id,
                 )
                 for o in batch.outcomes
             ],

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from trawl.neardup import Blocks, blocks
-from trawl.store.base import CommitBatch, Outcome
+from trawl.store.base import CommitBatch, Outcome, content_rows
 
 _IN_CHUNK = 500
 """Values per ``IN (...)`` list, below SQLite's variable limit."""
@@ -65,13 +65,7 @@ def apply_content(db: sqlite3.Connection, batch: CommitBatch) -> None:
     The first page committed with a content hash owns it; a page that duplicates another
     exactly is not put in the block index (its owner is).
     """
-    fingerprinted = [o for o in batch.outcomes if o.content_hash is not None]
-    versions = [
-        o
-        for o in batch.outcomes
-        if o.fetched_at is not None and (o.storage is not None or o.content_hash is not None)
-    ]
-    exact = {d.url_id for d in batch.duplicates if d.duplicate_of is not None}
+    fingerprinted, versions, exact = content_rows(batch)
     if fingerprinted:
         db.executemany(
             "INSERT INTO content_owners (content_hash, url_id) VALUES (?, ?) "

@@ -1,0 +1,606 @@
+"""The shared store: PostgreSQL, for crawls whose workers share one database.
+
+psycopg 3 (async) over a small connection pool. Every connection runs with the store's
+schema as its ``search_path``, so several crawls (and the tests) can share a database,
+one schema each. Migrations run in one transaction under an advisory lock, so two
+processes opening the same schema at once apply them once.
+
+A commit is one pipeline: every statement of the batch is queued, then sent with the
+transaction's COMMIT in one round trip. Each statement works on whole arrays
+(``unnest``), so its cost does not grow with round trips as the batch grows. The per-host
+budgets are checked where the rows change, as in SQLite: ``claim`` locks the hosts it
+hands out for and takes no more than their page budget leaves room for, and the insert
+of new URLs stops at each host's discovery budget inside the insert statement itself.
+Host rows a transaction will change are locked first, in id order, so concurrent
+commits wait for each other instead of deadlocking, and a discovery budget holds across
+them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, Self
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool
+
+from trawl.errors import StoreError
+from trawl.neardup import Blocks
+from trawl.resource import AsyncResource
+from trawl.store.base import (
+    DISCOVERY_BUDGET_COUNTER,
+    EXPORT_COLUMNS,
+    PAGE_BUDGET_COUNTER,
+    PAGE_BUDGET_ERROR,
+    CommitBatch,
+    CommitResult,
+    ExportRow,
+    HostWork,
+    Outcome,
+    QueuedURL,
+    RobotsRecord,
+    Row,
+    Soft404Record,
+    State,
+    export_row,
+    pages_by_id,
+)
+from trawl.store.postgres_content import (
+    apply_content,
+    columns,
+    content_hashes,
+    content_owners,
+    simhash_candidates,
+)
+from trawl.store.schema import POSTGRES_TYPES, SCHEMA_VERSION, migration_statements
+
+_POOL_SIZE = 4
+_CONNECT_TIMEOUT = 10
+_EXPORT_PAGE = 5000
+_ANSWERED = (State.DONE, State.FAILED)
+# States are written into the SQL, not passed as parameters, so the planner can match
+# the partial indexes (``WHERE state = 0``) whatever plan it caches.
+_QUEUED, _CLAIMED, _PARKED = int(State.QUEUED), int(State.CLAIMED), int(State.PARKED)
+
+_MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+_META_TABLE = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_SET_META = (
+    "INSERT INTO meta (key, value) VALUES (%s, %s) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+_ADD_COUNTERS = (
+    "INSERT INTO counters (name, value) SELECT * FROM unnest(%s::text[], %s::bigint[]) "
+    "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value"
+)
+_ADD_HOSTS = (
+    "INSERT INTO hosts (name) SELECT unnest(%s::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING"
+)
+_LOCK_HOSTS = (
+    "SELECT id FROM hosts WHERE id = ANY(%s::bigint[]) OR name = ANY(%s::text[]) "
+    "ORDER BY id FOR UPDATE"
+)
+_RECOVER = f"UPDATE urls SET state = {_QUEUED} WHERE state = {_CLAIMED}"
+_UNPARK = (
+    f"WITH unparked AS (UPDATE urls SET state = {_QUEUED}, error = NULL "
+    f"WHERE state = {_PARKED} AND (%(budget)s::bigint IS NULL OR host_id IN "
+    "(SELECT id FROM hosts WHERE fetched < %(budget)s::bigint)) RETURNING 1) "
+    "INSERT INTO counters (name, value) SELECT %(counter)s, -count(*) FROM unparked "
+    "HAVING count(*) > 0 "
+    "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value"
+)
+_RECOUNT = (
+    "UPDATE hosts SET inflight = 0, claimed = 0, queued = (SELECT COUNT(*) FROM urls "
+    f"WHERE urls.host_id = hosts.id AND urls.state = {_QUEUED})"
+)
+_PARK = f"""
+WITH spent AS (
+    SELECT id FROM hosts WHERE id = ANY(%(hosts)s::bigint[]) AND fetched >= %(budget)s
+    ORDER BY id FOR UPDATE
+), parked AS (
+    UPDATE urls SET state = {_PARKED}, error = %(error)s FROM spent
+    WHERE urls.host_id = spent.id AND urls.state = {_QUEUED} RETURNING urls.host_id
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM parked GROUP BY host_id
+), recounted AS (
+    UPDATE hosts SET queued = hosts.queued - per_host.n
+    FROM per_host WHERE hosts.id = per_host.host_id
+)
+INSERT INTO counters (name, value) SELECT %(counter)s, count(*) FROM parked
+HAVING count(*) > 0
+ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value
+"""
+# Room per host is what the page budget leaves (its answered plus handed-out URLs);
+# the host rows are locked so concurrent claims see each other's counts.
+_CLAIM = f"""
+WITH wanted AS (
+    SELECT h.id,
+           CASE WHEN %(budget)s::bigint IS NULL THEN w.n
+                ELSE LEAST(w.n, %(budget)s::bigint - h.fetched - h.claimed) END AS n
+    FROM hosts AS h JOIN unnest(%(hosts)s::bigint[], %(limits)s::bigint[]) AS w(id, n)
+    ON h.id = w.id ORDER BY h.id FOR UPDATE OF h
+), picked AS (
+    SELECT u.id FROM wanted CROSS JOIN LATERAL (
+        SELECT urls.id FROM urls
+        WHERE urls.host_id = wanted.id AND urls.state = {_QUEUED}
+          AND urls.next_fetch_at <= %(now)s
+        ORDER BY urls.depth, urls.id LIMIT GREATEST(wanted.n, 0)
+    ) AS u
+), taken AS (
+    UPDATE urls SET state = {_CLAIMED} FROM picked
+    WHERE urls.id = picked.id AND urls.state = {_QUEUED}
+    RETURNING urls.id, urls.url, urls.host_id, urls.depth, urls.redirect_hops,
+              urls.attempts, urls.origin
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM taken GROUP BY host_id
+), recounted AS (
+    UPDATE hosts SET queued = hosts.queued - per_host.n, claimed = hosts.claimed + per_host.n
+    FROM per_host WHERE hosts.id = per_host.host_id
+)
+SELECT id, url, host_id, depth, redirect_hops, attempts, origin FROM taken
+"""
+_ANSWER = """
+UPDATE urls SET state = o.state, attempts = o.attempts, status = o.status,
+    content_type = o.content_type, length = o.length, fetched_at = o.fetched_at,
+    redirect_to = o.redirect_to, error = o.error, truncated = o.truncated,
+    next_fetch_at = o.next_fetch_at, canonical = o.canonical,
+    alias_of = (SELECT a.id FROM urls AS a WHERE a.id = o.alias_of),
+    content_hash = COALESCE(o.content_hash, urls.content_hash),
+    simhash = COALESCE(o.simhash, urls.simhash)
+FROM unnest(%s::bigint[], %s::smallint[], %s::smallint[], %s::smallint[], %s::text[],
+            %s::bigint[], %s::float8[], %s::text[], %s::text[], %s::smallint[], %s::float8[],
+            %s::text[], %s::bigint[], %s::text[], %s::bigint[])
+    AS o(id, state, attempts, status, content_type, length, fetched_at, redirect_to, error,
+         truncated, next_fetch_at, canonical, alias_of, content_hash, simhash)
+WHERE urls.id = o.id
+"""
+_ANSWER_HOSTS = (
+    "UPDATE hosts SET queued = hosts.queued + c.requeued, fetched = hosts.fetched + c.answered, "
+    "claimed = GREATEST(hosts.claimed - c.returned, 0) "
+    "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) "
+    "AS c(id, requeued, answered, returned) WHERE hosts.id = c.id"
+)
+# New URLs, one statement for the whole batch. A host whose discovery budget has room
+# for every candidate takes them all (insert-if-absent); otherwise its candidates are
+# taken shallowest first, in the order found, and only new ones (not stored, not met
+# earlier in the batch) use its room, until the room is used. What does not fit is left
+# out (counted from the first candidate after the last one that fit). The statement
+# adds the hosts' counts and the counters it decides, and returns per host:
+# (host id, rows inserted, candidates left out).
+_INSERT_URLS = """
+WITH found AS (
+    SELECT c.*, h.id AS host_id, count(*) OVER (PARTITION BY h.id) AS n,
+           %(budget)s::bigint - h.discovered AS room
+    FROM unnest(%(ids)s::bigint[], %(urls)s::text[], %(hosts)s::text[],
+                %(depths)s::integer[], %(hops)s::smallint[], %(origins)s::text[])
+         WITH ORDINALITY AS c(id, url, host, depth, hops, origin, ord)
+    JOIN hosts AS h ON h.name = c.host
+), marked AS (
+    SELECT found.*,
+           CASE WHEN room < n THEN
+               row_number() OVER (PARTITION BY id ORDER BY depth, ord) = 1
+               AND NOT EXISTS (SELECT 1 FROM urls WHERE urls.id = found.id)
+           ELSE true END AS fresh
+    FROM found
+), ranked AS (
+    SELECT marked.*,
+           count(*) FILTER (WHERE fresh) OVER (PARTITION BY host_id ORDER BY depth, ord) AS nth,
+           row_number() OVER (PARTITION BY host_id ORDER BY depth, ord) AS pos
+    FROM marked
+), inserted AS (
+    INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin)
+    SELECT id, url, host_id, depth, hops, origin FROM ranked
+    WHERE room IS NULL OR room >= n OR (fresh AND nth <= room)
+    ORDER BY id, depth, hops
+    ON CONFLICT (id) DO NOTHING
+    RETURNING host_id
+), added AS (
+    SELECT host_id, count(*) AS n FROM inserted GROUP BY host_id
+), left_out AS (
+    SELECT host_id,
+           CASE WHEN max(room) IS NULL OR max(room) >= max(n) THEN 0
+                WHEN max(room) <= 0 THEN max(n)
+                ELSE max(n) - COALESCE(min(pos) FILTER (WHERE fresh AND nth = room), max(n))
+           END AS n
+    FROM ranked GROUP BY host_id
+), totals AS (
+    SELECT (SELECT COALESCE(sum(n), 0) FROM added) AS added,
+           (SELECT COALESCE(sum(n), 0) FROM left_out) AS left_out
+), counted AS (
+    INSERT INTO counters (name, value)
+    SELECT name, value FROM totals CROSS JOIN LATERAL (VALUES
+        ('discovered', totals.added),
+        ('duplicates', %(candidates)s - totals.added - totals.left_out),
+        (%(over)s, totals.left_out)) AS t(name, value)
+    WHERE value <> 0
+    ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value
+), recounted AS (
+    UPDATE hosts SET queued = hosts.queued + added.n, discovered = hosts.discovered + added.n
+    FROM added WHERE hosts.id = added.host_id
+)
+SELECT left_out.host_id, COALESCE(added.n, 0), left_out.n
+FROM left_out LEFT JOIN added ON added.host_id = left_out.host_id
+"""
+_SET_ROBOTS = (
+    "UPDATE hosts SET robots_status = r.status, robots_body = r.body, robots_fetched_at = r.at "
+    "FROM unnest(%s::bigint[], %s::integer[], %s::bytea[], %s::float8[]) "
+    "AS r(id, status, body, at) WHERE hosts.id = r.id"
+)
+_SET_SOFT404 = (
+    "UPDATE hosts SET soft404_fingerprint = p.fingerprint, soft404_checked_at = p.at "
+    "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(id, fingerprint, at) "
+    "WHERE hosts.id = p.id"
+)
+_EXPORT = f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= %s ORDER BY id LIMIT %s"
+
+
+class PostgresStore(AsyncResource):
+    """Store engine on a PostgreSQL database, in ``schema`` (None: the server's default).
+
+    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
+    A ``readonly`` store neither creates nor migrates anything.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        page_budget: int | None = None,
+        discovery_budget: int | None = None,
+        readonly: bool = False,
+    ) -> None:
+        self._dsn = dsn
+        self._schema = schema
+        self._page_budget = page_budget
+        self._discovery_budget = discovery_budget
+        self._readonly = readonly
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._closed = False
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.Error:
+            raise StoreError("store: not a valid PostgreSQL connection string") from None
+        self._password = str(params.get("password") or "")
+        where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+        self.name = f"postgresql://{where}/{params.get('dbname') or ''}" + (
+            f" schema {schema}" if schema else ""
+        )
+        """Where the store is, for messages: no user, no password."""
+
+    async def __aenter__(self) -> Self:
+        with self._guard():
+            async with await AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+            ) as conn:
+                await self._configure(conn)
+                if self._readonly:
+                    await self._check_exists(conn)
+                else:
+                    await self._migrate(conn)
+            pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+                self._dsn,
+                min_size=1,
+                max_size=_POOL_SIZE,
+                kwargs={"autocommit": True, "connect_timeout": _CONNECT_TIMEOUT},
+                configure=self._configure,
+                open=False,
+            )
+            await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+            self._pool = pool
+        return self
+
+    async def close(self) -> None:
+        """Close the pool; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._pool is not None:
+            await self._pool.close()
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn a database error into a one-line StoreError naming the store."""
+        try:
+            yield
+        except (psycopg.Error, OverflowError) as exc:
+            text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            if self._password:
+                text = text.replace(self._password, "***")
+            raise StoreError(f"store {self.name}: {text or type(exc).__name__}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        if self._pool is None or self._closed:
+            raise StoreError("store is not open")
+        with self._guard():
+            async with self._pool.connection() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection in one pipelined transaction: the statements are queued between a
+        BEGIN and a COMMIT, and all sent in one round trip when the block ends; read their
+        cursors after it. (psycopg's own ``transaction()`` waits for the server at BEGIN
+        and again before COMMIT: three more round trips.)"""
+        async with self._connection() as conn:
+            try:
+                async with conn.pipeline():
+                    await conn.execute("BEGIN")
+                    yield conn
+                    await conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.execute("ROLLBACK")
+                raise
+
+    async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        if self._schema is not None:
+            await conn.execute(
+                sql.SQL("SET search_path TO {}").format(sql.Identifier(self._schema))
+            )
+        if self._readonly:
+            await conn.execute("SET default_transaction_read_only = on")
+
+    async def _check_exists(self, conn: AsyncConnection[Any]) -> None:
+        cursor = await conn.execute("SELECT to_regclass('meta') IS NOT NULL")
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            raise StoreError(f"no crawl found in {self.name}")
+
+    async def _migrate(self, conn: AsyncConnection[Any]) -> None:
+        async with conn.transaction():
+            await conn.execute(_MIGRATION_LOCK, (f"trawl.migrate:{self._schema or ''}",))
+            if self._schema is not None:
+                await conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+                )
+            await conn.execute(_META_TABLE)
+            cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            row = await cursor.fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.name} was written by a newer trawl "
+                    f"(schema {current} > {SCHEMA_VERSION})"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in migration_statements(version, POSTGRES_TYPES):
+                    await conn.execute(statement)
+            await conn.execute(_SET_META, ("schema_version", str(SCHEMA_VERSION)))
+
+    async def recover(self) -> int:
+        async with self._transaction() as conn:
+            moved = await conn.execute(_RECOVER)
+            await conn.execute(
+                _UNPARK, {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER}
+            )
+            await conn.execute(_RECOUNT)
+        return moved.rowcount
+
+    async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
+        async def page(start: int) -> list[Row]:
+            async with self._connection() as conn:
+                query = "SELECT id FROM urls WHERE id >= %s ORDER BY id LIMIT %s"
+                cursor = await conn.execute(query, (start, batch))
+                return await cursor.fetchall()
+
+        async for rows in pages_by_id(page):
+            yield [row[0] for row in rows]
+
+    async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, url FROM urls WHERE id = ANY(%s::bigint[])", (list(ids),)
+            )
+            return {row[0]: row[1] for row in await cursor.fetchall()}
+
+    async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
+        async with self._transaction() as conn:
+            await conn.execute(_ADD_HOSTS, (list(names),))
+            cursor = await conn.execute(
+                "SELECT name, id FROM hosts WHERE name = ANY(%s::text[])", (list(names),)
+            )
+        return {row[0]: row[1] for row in await cursor.fetchall()}
+
+    async def hosts_with_work(self, limit: int) -> Sequence[HostWork]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, name, queued, next_eligible_at FROM hosts WHERE queued > 0 "
+                "ORDER BY next_eligible_at LIMIT %s",
+                (limit,),
+            )
+            return [HostWork(*row) for row in await cursor.fetchall()]
+
+    async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
+        if not wanted:
+            return []
+        hosts, limits = list(wanted), list(wanted.values())
+        async with self._transaction() as conn:
+            if self._page_budget is not None:
+                await conn.execute(
+                    _PARK,
+                    {
+                        "hosts": hosts,
+                        "budget": self._page_budget,
+                        "error": PAGE_BUDGET_ERROR,
+                        "counter": PAGE_BUDGET_COUNTER,
+                    },
+                )
+            cursor = await conn.execute(
+                _CLAIM,
+                {"hosts": hosts, "limits": limits, "budget": self._page_budget, "now": now},
+            )
+        order = {host: n for n, host in enumerate(hosts)}
+        rows = sorted(await cursor.fetchall(), key=lambda r: (order[r[2]], r[3], r[0]))
+        return [QueuedURL(*row) for row in rows]
+
+    async def commit(self, batch: CommitBatch) -> CommitResult:
+        names = sorted({u.host for u in batch.new_urls})
+        touched = sorted({o.host_id for o in batch.outcomes} | {h.host_id for h in batch.hosts})
+        async with self._transaction() as conn:
+            if names:
+                await conn.execute(_ADD_HOSTS, (names,))
+            if names or touched:
+                await conn.execute(_LOCK_HOSTS, (touched, names))
+            if batch.outcomes:
+                await self._answer(conn, batch.outcomes)
+            inserted = None
+            if batch.new_urls:
+                inserted = await self._insert_urls(conn, batch)
+            await self._update_hosts(conn, batch)
+            await apply_content(conn, batch)
+            changed = {name: value for name, value in batch.counters.items() if value}
+            if changed:
+                await conn.execute(_ADD_COUNTERS, (list(changed), list(changed.values())))
+        counters = dict(batch.counters)
+        added = left_out = 0
+        hosts_with_new_work: set[int] = set()
+        if inserted is not None:
+            for host_id, host_added, host_left_out in await inserted.fetchall():
+                added += host_added
+                left_out += host_left_out
+                if host_added:
+                    hosts_with_new_work.add(host_id)
+            counters["discovered"] = counters.get("discovered", 0) + added
+            duplicates = len(batch.new_urls) - added - left_out
+            counters["duplicates"] = counters.get("duplicates", 0) + duplicates
+        if left_out:
+            counters[DISCOVERY_BUDGET_COUNTER] = (
+                counters.get(DISCOVERY_BUDGET_COUNTER, 0) + left_out
+            )
+        return CommitResult(
+            inserted=added,
+            hosts_with_new_work=frozenset(hosts_with_new_work),
+            counters=counters,
+        )
+
+    async def _answer(self, conn: AsyncConnection[Any], outcomes: Sequence[Outcome]) -> None:
+        """Queue the outcomes' writes: each URL's columns (the last outcome of a URL
+        wins) and per host the URLs queued again, answered, and no longer handed out."""
+        latest = {o.url_id: o for o in outcomes}
+        rows = [
+            (
+                o.url_id, o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
+                o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
+                o.alias_of(), o.content_hash, o.simhash,
+            )
+            for o in latest.values()
+        ]  # fmt: skip
+        await conn.execute(_ANSWER, columns(rows, 15))
+        per_host: dict[int, list[int]] = {}
+        for o in outcomes:
+            counts = per_host.setdefault(o.host_id, [0, 0, 0])
+            counts[0] += o.state == State.QUEUED
+            counts[1] += o.state in _ANSWERED
+            counts[2] += 1
+        await conn.execute(
+            _ANSWER_HOSTS, columns([(host, *counts) for host, counts in per_host.items()], 4)
+        )
+
+    async def _insert_urls(
+        self, conn: AsyncConnection[Any], batch: CommitBatch
+    ) -> psycopg.AsyncCursor[Any]:
+        """Queue the insert of the batch's new URLs; its cursor gives, per host, the rows
+        inserted and the candidates left out by the discovery budget."""
+        urls = batch.new_urls
+        return await conn.execute(
+            _INSERT_URLS,
+            {
+                "ids": [u.id for u in urls],
+                "urls": [u.url for u in urls],
+                "hosts": [u.host for u in urls],
+                "depths": [u.depth for u in urls],
+                "hops": [u.redirect_hops for u in urls],
+                "origins": [u.origin for u in urls],
+                "budget": self._discovery_budget,
+                "candidates": len(urls),
+                "over": DISCOVERY_BUDGET_COUNTER,
+            },
+        )
+
+    async def _update_hosts(self, conn: AsyncConnection[Any], batch: CommitBatch) -> None:
+        """Queue the batch's host state: robots.txt records and soft-404 answers (the
+        last one of a host wins)."""
+        robots = {u.host_id: u.robots for u in batch.hosts if u.robots is not None}
+        if robots:
+            await conn.execute(
+                _SET_ROBOTS,
+                columns([(h, r.status, r.body, r.fetched_at) for h, r in robots.items()], 4),
+            )
+        probes = {u.host_id: u.soft404 for u in batch.hosts if u.soft404 is not None}
+        if probes:
+            await conn.execute(
+                _SET_SOFT404,
+                columns([(h, p.fingerprint, p.checked_at) for h, p in probes.items()], 3),
+            )
+
+    async def robots(self, host_id: int) -> RobotsRecord | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT robots_status, robots_body, robots_fetched_at FROM hosts WHERE id = %s",
+                (host_id,),
+            )
+            row = await cursor.fetchone()
+        if row is None or row[2] is None:
+            return None
+        return RobotsRecord(status=row[0], body=bytes(row[1] or b""), fetched_at=row[2])
+
+    async def content_owners(self, hashes: Sequence[str]) -> Mapping[str, int]:
+        async with self._connection() as conn:
+            return await content_owners(conn, hashes)
+
+    async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:
+        async with self._connection() as conn:
+            return await content_hashes(conn, url_ids)
+
+    async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:
+        async with self._connection() as conn:
+            return await simhash_candidates(conn, blocks)
+
+    async def soft404(self, host_id: int) -> Soft404Record | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT soft404_fingerprint, soft404_checked_at FROM hosts WHERE id = %s",
+                (host_id,),
+            )
+            row = await cursor.fetchone()
+        if row is None or row[1] is None:
+            return None
+        return Soft404Record(fingerprint=row[0], checked_at=row[1])
+
+    async def counters(self) -> Mapping[str, int]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT name, value FROM counters "
+                "UNION ALL SELECT NULL, COALESCE(SUM(queued), 0) FROM hosts"
+            )
+            rows = await cursor.fetchall()
+        values = {name: int(value) for name, value in rows if name is not None}
+        values["queued"] = next(int(value) for name, value in rows if name is None)
+        values.setdefault("discovered", 0)
+        return values
+
+    async def get_meta(self, key: str) -> str | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute("SELECT value FROM meta WHERE key = %s", (key,))
+            row = await cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    async def set_meta(self, key: str, value: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute(_SET_META, (key, value))
+
+    async def export(self) -> AsyncIterator[ExportRow]:
+        async def page(start: int) -> list[Row]:
+            async with self._connection() as conn:
+                cursor = await conn.execute(_EXPORT, (start, _EXPORT_PAGE))
+                return await cursor.fetchall()
+
+        async for rows in pages_by_id(page):
+            for row in rows:
+                yield export_row(row)
