@@ -213,6 +213,16 @@ def content_rows(batch: CommitBatch) -> ContentRows:
     )
 
 
+def version_row(o: Outcome) -> tuple[object, ...]:
+    """The ``versions`` row of a fetch: url_id, fetched_at, status, content_hash, simhash,
+    warc_file, warc_offset, warc_length."""
+    key = o.storage
+    return (
+        o.url_id, o.fetched_at, o.status, o.content_hash, o.simhash,
+        key.file if key else None, key.offset if key else None, key.length if key else None,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """What a commit changed: new URLs, hosts that got work, and every counter written.

@@ -15,7 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from trawl.neardup import Blocks, blocks
-from trawl.store.base import CommitBatch, Outcome, content_rows
+from trawl.store.base import CommitBatch, content_rows, version_row
 
 _OWNERS = "SELECT content_hash, url_id FROM content_owners WHERE content_hash = ANY(%s::text[])"
 _HASHES = "SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL AND id = ANY(%s)"
@@ -98,7 +98,7 @@ async def apply_content(conn: AsyncConnection[Any], batch: CommitBatch) -> None:
             ]
             await conn.execute(_ADD_BLOCKS, columns(rows, 4))
     if versions:
-        await conn.execute(_ADD_VERSIONS, columns([_version(o) for o in versions], 8))
+        await conn.execute(_ADD_VERSIONS, columns([version_row(o) for o in versions], 8))
     if exact:
         await conn.execute(_UNINDEX, (sorted(exact),))
     if batch.duplicates:
@@ -111,11 +111,3 @@ async def apply_content(conn: AsyncConnection[Any], batch: CommitBatch) -> None:
 def columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     """Rows turned into ``width`` column lists, one ``unnest`` argument each."""
     return [[row[i] for row in rows] for i in range(width)]
-
-
-def _version(o: Outcome) -> tuple[object, ...]:
-    key = o.storage
-    return (
-        o.url_id, o.fetched_at, o.status, o.content_hash, o.simhash,
-        key.file if key else None, key.offset if key else None, key.length if key else None,
-    )  # fmt: skip

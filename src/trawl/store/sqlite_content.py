@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from trawl.neardup import Blocks, blocks
-from trawl.store.base import CommitBatch, Outcome, content_rows
+from trawl.store.base import CommitBatch, content_rows, version_row
 
 _IN_CHUNK = 500
 """Values per ``IN (...)`` list, below SQLite's variable limit."""
@@ -88,7 +88,7 @@ def apply_content(db: sqlite3.Connection, batch: CommitBatch) -> None:
             "INSERT INTO versions (url_id, fetched_at, status, content_hash, simhash, "
             "warc_file, warc_offset, warc_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (url_id, fetched_at) DO NOTHING",
-            [_version(o) for o in versions],
+            [version_row(o) for o in versions],
         )
     if exact:
         db.executemany("DELETE FROM simhash_blocks WHERE url_id = ?", [(i,) for i in exact])
@@ -97,11 +97,3 @@ def apply_content(db: sqlite3.Connection, batch: CommitBatch) -> None:
             "UPDATE urls SET duplicate_of = ?, near_duplicate_of = ? WHERE id = ?",
             [(d.duplicate_of, d.near_duplicate_of, d.url_id) for d in batch.duplicates],
         )
-
-
-def _version(o: Outcome) -> tuple[object, ...]:
-    key = o.storage
-    return (
-        o.url_id, o.fetched_at, o.status, o.content_hash, o.simhash,
-        key.file if key else None, key.offset if key else None, key.length if key else None,
-    )  # fmt: skip
