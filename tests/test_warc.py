@@ -31,6 +31,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from trawl.errors import UsageError
+from trawl.fetcher import exchange_of
 from trawl.netguard import AddressPolicy
 from trawl.resolver import GuardedResolver
 from trawl.store.base import StorageKey
@@ -112,21 +113,8 @@ async def capture(
             body = await response.read()
         else:
             body = await response.content.readexactly(limit)
-        return WarcExchange(
-            url=url,
-            request_headers=list(response.request_info.headers.items()),
-            status=response.status,
-            reason=response.reason or "",
-            response_headers=[
-                (name.decode("latin-1"), value.decode("latin-1"))
-                for name, value in response.raw_headers
-            ],
-            body=body,
-            fetched_at=fetched_at,
-            ip=server.resolve_map()[HOST],
-            truncated=limit is not None,
-            http_version="{}.{}".format(*(response.version or aiohttp.HttpVersion11)),
-        )
+        ip = server.resolve_map()[HOST]
+        return exchange_of(url, response, body, fetched_at, ip, truncated=limit is not None)
 
 
 async def capture_all(

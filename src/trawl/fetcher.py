@@ -324,23 +324,11 @@ class Fetcher(AsyncResource):
             length = len(body)
         archived = None
         if self._recorder is not None and wire is not None:
-            archived = await self._recorder.write(
-                WarcExchange(
-                    url=url,
-                    request_headers=list(response.request_info.headers.items()),
-                    status=response.status,
-                    reason=response.reason or "",
-                    response_headers=[
-                        (name.decode("latin-1"), value.decode("latin-1"))
-                        for name, value in response.raw_headers
-                    ],
-                    body=bytes(wire),
-                    fetched_at=time.time(),
-                    ip=peer,
-                    # Not read to its end: cut at the cap, or not wanted (not HTML).
-                    truncated=truncated or not wanted,
-                )
+            # Not read to its end: cut at the cap, or not wanted (not HTML).
+            exchange = exchange_of(
+                url, response, bytes(wire), time.time(), peer, truncated=truncated or not wanted
             )
+            archived = await self._recorder.write(exchange)
         return FetchResult(
             url=url,
             status=response.status,
@@ -354,3 +342,31 @@ class Fetcher(AsyncResource):
             elapsed=time.monotonic() - started,
             archived=archived,
         )
+
+
+def exchange_of(
+    url: str,
+    response: aiohttp.ClientResponse,
+    body: bytes,
+    fetched_at: float,
+    ip: str | None,
+    *,
+    truncated: bool = False,
+) -> WarcExchange:
+    """What the WARC recorder archives of ``response``: the request headers sent, the
+    status line and headers received as they came, and ``body`` as read off the wire."""
+    return WarcExchange(
+        url=url,
+        request_headers=list(response.request_info.headers.items()),
+        status=response.status,
+        reason=response.reason or "",
+        response_headers=[
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in response.raw_headers
+        ],
+        body=body,
+        fetched_at=fetched_at,
+        ip=ip,
+        truncated=truncated,
+        http_version="{}.{}".format(*(response.version or aiohttp.HttpVersion11)),
+    )
