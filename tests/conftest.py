@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from trawl.config import Breaker, CrawlConfig, IPNetwork, Limits, Politeness, ScopeConfig, Timeouts
 from trawl.fetcher import Fetcher
@@ -26,6 +28,7 @@ from trawl.retry import RetryPolicy
 from trawl.runner import build_engine
 from trawl.soft404 import PROBE_PREFIX
 from trawl.store.base import State
+from trawl.store.location import StoreLocation
 from trawl.store.sqlite import DB_NAME
 from trawl.summary import Summary
 from trawl.testsite import Site, SiteServer, canonical_url, route_key
@@ -67,13 +70,21 @@ class CrawlOutcome:
         return {url for url, row in self.rows.items() if row.state is state}
 
 
-def read_rows(data_dir: Path) -> dict[str, UrlRow]:
-    """Every stored URL of the crawl in ``data_dir``."""
-    with sqlite3.connect(data_dir / DB_NAME) as db:
-        rows = db.execute(
-            "SELECT url, state, status, content_type, length, error, truncated, attempts, "
-            "redirect_to, redirect_hops, depth FROM urls"
-        ).fetchall()
+ROW_QUERY = (
+    "SELECT url, state, status, content_type, length, error, truncated, attempts, "
+    "redirect_to, redirect_hops, depth FROM urls"
+)
+
+
+def read_rows(data_dir: Path, store: StoreLocation | None = None) -> dict[str, UrlRow]:
+    """Every stored URL of the crawl in ``data_dir``, or at ``store``."""
+    if store is not None and store.dsn is not None:
+        with psycopg.connect(store.dsn) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(store.schema)))
+            rows = conn.execute(ROW_QUERY).fetchall()
+    else:
+        with sqlite3.connect(data_dir / DB_NAME) as db:
+            rows = db.execute(ROW_QUERY).fetchall()
     return {
         row[0]: UrlRow(
             url=row[0],
@@ -121,6 +132,7 @@ class CrawlRunner:
         text: bool = False,
         text_near_duplicates: bool = True,
         events: Path | None = None,
+        store: StoreLocation | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -150,11 +162,12 @@ class CrawlRunner:
             text=text,
             text_near_duplicates=text_near_duplicates,
             events=events,
+            store=store,
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()
         assert summary.state == expect_state
-        return CrawlOutcome(summary=summary, rows=read_rows(data_dir), data_dir=data_dir)
+        return CrawlOutcome(summary=summary, rows=read_rows(data_dir, store), data_dir=data_dir)
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from trawl.exporter import export_rows
 from trawl.retry import RetryPolicy
 from trawl.runner import read_summary, run_crawl
 from trawl.scope import ScopeMode
+from trawl.store.location import DEFAULT_CRAWL, StoreLocation
 from trawl.summary import Summary
 from trawl.urls import NormalizeRules
 
@@ -94,6 +95,11 @@ _CRAWL_OPTIONS = [
                  help="Leave near-duplicate pages out of the --text output."),
     click.option("--events", type=click.Path(path_type=Path), metavar="FILE",
                  help="Append one PageFetched JSON line per new or changed page to FILE."),
+    click.option("--store", metavar="DSN",
+                 help="Keep the crawl in this PostgreSQL database (postgresql://...) "
+                      "instead of SQLite in the data dir."),
+    click.option("--crawl", metavar="NAME", default=DEFAULT_CRAWL,
+                 help="Which crawl in the --store database (schema trawl_NAME)."),
     click.option("--fresh", is_flag=True, help="Start over instead of resuming."),
     click.option("--memory-queue", type=int, default=10_000, help="URLs buffered in RAM."),
     click.option("--expected-urls", type=int, default=10_000_000,
@@ -211,11 +217,21 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         text=bool(values.get("text")),
         text_near_duplicates=not values.get("text_skip_near_duplicates"),
         events=_optional(Path, values.get("events")),
+        store=_store_location(values),
         fresh=bool(values.get("fresh")),
         honour_nofollow=not values.get("ignore_nofollow"),
         soft_404=not values.get("no_soft_404"),
         rng_seed=_optional(int, values.get("seed")),
     )
+
+
+def _store_location(values: dict[str, Any]) -> StoreLocation | None:
+    """The ``--store`` crawl, or None for SQLite in the data dir."""
+    dsn = values.get("store")
+    if dsn is None:
+        return None
+    crawl = str(values.get("crawl") or DEFAULT_CRAWL)
+    return StoreLocation(Path(values["data_dir"]), str(dsn), crawl)
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -275,27 +291,45 @@ def crawl(ctx: click.Context, /, seeds: tuple[str, ...], **params: Any) -> None:
         sys.exit(130)
 
 
+STORE_OPTIONS = (
+    click.option("--data-dir", type=click.Path(path_type=Path), default=Path("trawl-data")),
+    click.option("--store", "dsn", metavar="DSN",
+                 help="PostgreSQL database of the crawl (default: SQLite in the data dir)."),
+    click.option("--crawl", "crawl_name", default=DEFAULT_CRAWL, metavar="NAME",
+                 help="Which crawl in the --store database."),
+)  # fmt: skip
+
+
+def store_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the options that say where a crawl's state is."""
+    for option in reversed(STORE_OPTIONS):
+        command = option(command)
+    return command
+
+
 @cli.command()
-@click.option("--data-dir", type=click.Path(path_type=Path), default=Path("trawl-data"))
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def status(data_dir: Path, as_json: bool) -> None:
-    """Print the summary of the crawl in the data dir."""
-    print_summary(asyncio.run(read_summary(data_dir)), as_json)
+def status(data_dir: Path, dsn: str | None, crawl_name: str, as_json: bool) -> None:
+    """Print the summary of the crawl in the data dir (or the --store database)."""
+    location = StoreLocation(data_dir, dsn, crawl_name)
+    print_summary(asyncio.run(read_summary(location)), as_json)
 
 
 @cli.command()
-@click.option("--data-dir", type=click.Path(path_type=Path), default=Path("trawl-data"))
+@store_options
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl")
 @click.option("--output", "-o", type=click.Path(path_type=Path),
               help="Write here instead of stdout.")  # fmt: skip
-def export(data_dir: Path, fmt: str, output: Path | None) -> None:
+def export(data_dir: Path, dsn: str | None, crawl_name: str, fmt: str, output: Path | None) -> None:
     """Write one row per known URL (csv or jsonl)."""
+    location = StoreLocation(data_dir, dsn, crawl_name)
     if output is None:
-        asyncio.run(export_rows(data_dir, fmt, sys.stdout))
+        asyncio.run(export_rows(location, fmt, sys.stdout))
         return
     try:
         with output.open("w", newline="", encoding="utf-8") as handle:
-            asyncio.run(export_rows(data_dir, fmt, handle))
+            asyncio.run(export_rows(location, fmt, handle))
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
 

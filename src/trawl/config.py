@@ -19,6 +19,7 @@ from trawl.errors import UsageError
 from trawl.links import DEFAULT_MAX_DEPTH
 from trawl.retry import RetryPolicy
 from trawl.scope import ScopeMode
+from trawl.store.location import StoreLocation
 from trawl.urls import DEFAULT_RULES, NormalizeRules
 
 
@@ -177,11 +178,18 @@ class CrawlConfig:
     """Near-duplicate pages go to the text output too."""
     events: Path | None = None
     """Append a PageFetched event per new or changed page to this JSONL file."""
+    store: StoreLocation | None = None
+    """Where the crawl state lives; None: SQLite in ``data_dir``."""
     fresh: bool = False
     honour_nofollow: bool = True
     soft_404: bool = True
     """Probe each host for an error page served with status 200 (trawl.soft404)."""
     rng_seed: int | None = None
+
+    @property
+    def location(self) -> StoreLocation:
+        """The crawl's store: ``store``, or SQLite in ``data_dir``."""
+        return self.store or StoreLocation(self.data_dir)
 
     @property
     def content(self) -> bool:
@@ -206,7 +214,7 @@ _CONFIG_KEYS = frozenset(
         "parse_workers", "allow_network", "per_ip", "max_depth", "max_pages_per_host",
         "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
         "breaker_pause", "breaker_trips", "no_soft_404", "text", "text_skip_near_duplicates",
-        "events",
+        "events", "store", "crawl",
     }
 )  # fmt: skip
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import csv
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TextIO
 
 from trawl.store.base import ExportRow
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.location import StoreLocation
 
 COLUMNS = (
     "url", "status", "content_type", "length", "fetched_at", "depth", "redirect_to", "error",
@@ -37,10 +36,10 @@ def _record(row: ExportRow) -> dict[str, object]:
     }
 
 
-async def export_rows(data_dir: Path, fmt: str, out: TextIO) -> int:
-    """Write every URL of the crawl in ``data_dir`` to ``out``; return the row count."""
+async def export_rows(location: StoreLocation, fmt: str, out: TextIO) -> int:
+    """Write every URL of the crawl at ``location`` to ``out``; return the row count."""
     count = 0
-    async with SQLiteStore(data_dir, readonly=True) as store:
+    async with location.open(readonly=True) as store:
         if fmt == "csv":
             writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
             writer.writeheader()

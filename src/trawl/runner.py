@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import fcntl
 import gc
-import os
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from trawl.netguard import AddressPolicy
 from trawl.progress import show_progress
 from trawl.resolver import AiodnsBackend, GuardedResolver
 from trawl.robots import agent_token
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.location import StoreLocation
 from trawl.summary import Summary
 from trawl.textout import TextWriter
 from trawl.warc import WarcWriter
@@ -78,13 +77,6 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
         yield
 
 
-def remove_crawl(data_dir: Path) -> None:
-    """Delete the store of a previous crawl (``--fresh``)."""
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(data_dir / f"{DB_NAME}{suffix}")
-
-
 @contextlib.asynccontextmanager
 async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
     """Open the store, fetcher and extract workers for ``config``; wire a crawler over them."""
@@ -100,8 +92,8 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
     )
     async with contextlib.AsyncExitStack() as stack:
         store = await stack.enter_async_context(
-            SQLiteStore(
-                config.data_dir,
+            config.location.open(
+                exclusive=True,
                 page_budget=config.limits.max_pages_per_host,
                 discovery_budget=config.limits.discovery_budget,
             )
@@ -148,6 +140,8 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
 
 
 async def _run(config: CrawlConfig, console: Console | None) -> Summary:
+    if config.fresh:
+        await config.location.remove()
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     async with build_engine(config) as crawler:
@@ -179,14 +173,12 @@ async def _run(config: CrawlConfig, console: Console | None) -> Summary:
 
 def run_crawl(config: CrawlConfig, console: Console | None = None) -> Summary:
     """Run (or resume) the crawl in ``config.data_dir``; block until it ends."""
-    with data_dir_lock(config.data_dir):
-        if config.fresh:
-            remove_crawl(config.data_dir)
-        with (
-            young_gc_threshold(GC_YOUNG_THRESHOLD),
-            asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-        ):
-            return runner.run(_run(config, console))
+    with (
+        data_dir_lock(config.data_dir),
+        young_gc_threshold(GC_YOUNG_THRESHOLD),
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        return runner.run(_run(config, console))
 
 
 def crawl_running(data_dir: Path) -> bool:
@@ -203,16 +195,16 @@ def crawl_running(data_dir: Path) -> bool:
         return False
 
 
-async def read_summary(data_dir: Path) -> Summary:
-    """The summary of the crawl in ``data_dir`` (works while another process crawls).
+async def read_summary(location: StoreLocation) -> Summary:
+    """The summary of the crawl at ``location`` (works while another process crawls).
 
     ``elapsed`` is the crawl time summed over all runs; a crawl whose last run died
     without recording its end (kill -9, power loss) shows as stopped and resumable.
     """
-    async with SQLiteStore(data_dir, readonly=True) as store:
+    async with location.open(readonly=True) as store:
         counters = await store.counters()
         state = await store.get_meta("state") or "new"
         elapsed = float(await store.get_meta("elapsed") or 0.0)
-    if state == "running" and not crawl_running(data_dir):
+    if state == "running" and location.dsn is None and not crawl_running(location.data_dir):
         state = "stopped (resumable)"
     return Summary.from_counters(counters, state=state, elapsed=elapsed)

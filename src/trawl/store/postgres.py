@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from trawl.errors import StoreError
+from trawl.errors import StoreError, UsageError
 from trawl.neardup import Blocks
 from trawl.resource import AsyncResource
 from trawl.store.base import (
@@ -241,7 +241,9 @@ class PostgresStore(AsyncResource):
     """Store engine on a PostgreSQL database, in ``schema`` (None: the server's default).
 
     ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
-    A ``readonly`` store neither creates nor migrates anything.
+    A ``readonly`` store neither creates nor migrates anything. An ``exclusive`` store
+    holds a session advisory lock on its schema while open, so a second exclusive opener
+    is refused (one crawl process per crawl until workers share it through leases).
     """
 
     def __init__(
@@ -252,8 +254,11 @@ class PostgresStore(AsyncResource):
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         readonly: bool = False,
+        exclusive: bool = False,
     ) -> None:
         self._dsn = dsn
+        self._exclusive = exclusive
+        self._holder: AsyncConnection[Any] | None = None
         self._schema = schema
         self._page_budget = page_budget
         self._discovery_budget = discovery_budget
@@ -272,26 +277,35 @@ class PostgresStore(AsyncResource):
         """Where the store is, for messages: no user, no password."""
 
     async def __aenter__(self) -> Self:
-        with self._guard():
-            async with await AsyncConnection.connect(
-                self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-            ) as conn:
-                await self._configure(conn)
-                if self._readonly:
-                    await self._check_exists(conn)
-                else:
-                    await self._migrate(conn)
-            pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-                self._dsn,
-                min_size=1,
-                max_size=_POOL_SIZE,
-                kwargs={"autocommit": True, "connect_timeout": _CONNECT_TIMEOUT},
-                configure=self._configure,
-                open=False,
-            )
-            await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
-            self._pool = pool
+        try:
+            with self._guard():
+                if self._exclusive:
+                    await self._lock()
+                await self._open()
+        except BaseException:
+            await self.close()
+            raise
         return self
+
+    async def _open(self) -> None:
+        async with await AsyncConnection.connect(
+            self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+        ) as conn:
+            await self._configure(conn)
+            if self._readonly:
+                await self._check_exists(conn)
+            else:
+                await self._migrate(conn)
+        pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            self._dsn,
+            min_size=1,
+            max_size=_POOL_SIZE,
+            kwargs={"autocommit": True, "connect_timeout": _CONNECT_TIMEOUT},
+            configure=self._configure,
+            open=False,
+        )
+        await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+        self._pool = pool
 
     async def close(self) -> None:
         """Close the pool; safe to call more than once."""
@@ -300,6 +314,34 @@ class PostgresStore(AsyncResource):
         self._closed = True
         if self._pool is not None:
             await self._pool.close()
+        if self._holder is not None:
+            await self._holder.close()
+
+    async def drop(self) -> None:
+        """Delete the crawl kept in this store's schema, everything in it (``--fresh``);
+        the store need not be open."""
+        if self._schema is None:
+            raise StoreError(f"store {self.name}: no schema to drop")
+        statement = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self._schema))
+        with self._guard():
+            async with await AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+            ) as conn:
+                await conn.execute(statement)
+
+    async def _lock(self) -> None:
+        """Take the schema's session lock on a connection held until :meth:`close`."""
+        holder = await AsyncConnection.connect(
+            self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+        )
+        cursor = await holder.execute(
+            "SELECT pg_try_advisory_lock(hashtext('trawl crawl ' || %s))", (self._schema or "",)
+        )
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            await holder.close()
+            raise UsageError(f"another trawl is already crawling {self.name}")
+        self._holder = holder
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:

@@ -1,0 +1,79 @@
+"""Where a crawl's state lives: the embedded SQLite file in the data dir (the default), or
+a PostgreSQL database given by ``--store DSN``, one schema per crawl (``--crawl NAME``).
+
+The data dir is used either way for the files a crawl writes (WARC, text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from trawl.errors import UsageError
+from trawl.store.base import Store
+from trawl.store.postgres import PostgresStore
+from trawl.store.sqlite import DB_NAME, SQLiteStore
+
+DEFAULT_CRAWL = "default"
+SCHEMA_PREFIX = "trawl_"
+"""A crawl named ``NAME`` lives in the PostgreSQL schema ``trawl_NAME``."""
+_CRAWL_NAME = re.compile(r"[a-z0-9_]{1,40}")
+_DSN_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLocation:
+    """A crawl's store: SQLite in ``data_dir`` unless ``dsn`` names a PostgreSQL database."""
+
+    data_dir: Path
+    dsn: str | None = None
+    crawl: str = DEFAULT_CRAWL
+
+    def __post_init__(self) -> None:
+        if self.dsn is not None and not self.dsn.startswith(_DSN_SCHEMES):
+            raise UsageError("--store wants a postgresql:// connection string")
+        if not _CRAWL_NAME.fullmatch(self.crawl):
+            raise UsageError(f"--crawl {self.crawl!r}: use 1 to 40 lower-case letters, digits or _")
+
+    @property
+    def schema(self) -> str:
+        """The PostgreSQL schema of the crawl."""
+        return SCHEMA_PREFIX + self.crawl
+
+    def open(
+        self,
+        *,
+        readonly: bool = False,
+        exclusive: bool = False,
+        page_budget: int | None = None,
+        discovery_budget: int | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[Store]:
+        """The store, to be opened with ``async with``. ``exclusive`` refuses a second
+        crawl process on a PostgreSQL crawl (the data dir's lock does that for SQLite)."""
+        if self.dsn is None:
+            return SQLiteStore(
+                self.data_dir,
+                readonly=readonly,
+                page_budget=page_budget,
+                discovery_budget=discovery_budget,
+            )
+        return PostgresStore(
+            self.dsn,
+            schema=self.schema,
+            readonly=readonly,
+            exclusive=exclusive,
+            page_budget=page_budget,
+            discovery_budget=discovery_budget,
+        )
+
+    async def remove(self) -> None:
+        """Delete the crawl's stored state (``--fresh``)."""
+        if self.dsn is not None:
+            await PostgresStore(self.dsn, schema=self.schema).drop()
+            return
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.data_dir / f"{DB_NAME}{suffix}")
