@@ -58,6 +58,11 @@ def pg_schema() -> Iterator[str]:
     with connect():
         pass
     yield name
+    drop_schema(name)
+
+
+def drop_schema(name: str) -> None:
+    """Drop schema ``name`` of the test database with everything in it, if it exists."""
     with connect() as conn:
         # A store a failed test left open must not make the drop wait for ever.
         conn.execute("SET lock_timeout = '10s'")

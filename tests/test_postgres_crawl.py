@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from psycopg import sql
 
 from conftest import CrawlRunner, expected_hits, page_requests
-from pg import connect
+from pg import connect, drop_schema
 from trawl.errors import UsageError
 from trawl.store.location import StoreLocation
 from trawl.testsite import SiteServer, generate_site
@@ -30,10 +29,7 @@ def crawl_name() -> Iterator[str]:
     with connect():
         pass
     yield name
-    with connect() as conn:
-        conn.execute("SET lock_timeout = '10s'")
-        schema = sql.Identifier(StoreLocation(Path("."), PG_URL, name).schema)
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
+    drop_schema(StoreLocation(Path("."), PG_URL, name).schema)
 
 
 @pytest.fixture(scope="module")
