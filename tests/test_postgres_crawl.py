@@ -16,6 +16,7 @@ import pytest
 from conftest import CrawlRunner, expected_hits, page_requests
 from pg import connect, drop_schema
 from trawl.errors import UsageError
+from trawl.runner import read_summary
 from trawl.store.location import StoreLocation
 from trawl.testsite import SiteServer, generate_site
 
@@ -57,12 +58,16 @@ async def test_a_crawl_on_postgresql_matches_the_ground_truth(
 
 async def test_one_crawl_process_per_postgresql_crawl(crawl_name: str, tmp_path: Path) -> None:
     location = StoreLocation(tmp_path, PG_URL, crawl_name)
-    async with location.open(exclusive=True):
+    async with location.open(exclusive=True) as store:
+        await store.set_meta("state", "running")
         with pytest.raises(UsageError, match="another trawl is already crawling"):
             async with location.open(exclusive=True):
                 pass
         async with location.open(readonly=True) as reader:
             assert (await reader.counters())["discovered"] == 0
+        assert (await read_summary(location)).state == "running"
+    # The process is gone but never recorded its end (a kill -9): resumable.
+    assert (await read_summary(location)).state == "stopped (resumable)"
     async with location.open(exclusive=True):
         pass
 

@@ -32,6 +32,7 @@ from trawl.progress import show_progress
 from trawl.resolver import AiodnsBackend, GuardedResolver
 from trawl.robots import agent_token
 from trawl.store.location import StoreLocation
+from trawl.store.postgres import PostgresStore
 from trawl.summary import Summary
 from trawl.textout import TextWriter
 from trawl.warc import WarcWriter
@@ -205,6 +206,13 @@ async def read_summary(location: StoreLocation) -> Summary:
         counters = await store.counters()
         state = await store.get_meta("state") or "new"
         elapsed = float(await store.get_meta("elapsed") or 0.0)
-    if state == "running" and location.dsn is None and not crawl_running(location.data_dir):
+    if state == "running" and not await _still_running(location):
         state = "stopped (resumable)"
     return Summary.from_counters(counters, state=state, elapsed=elapsed)
+
+
+async def _still_running(location: StoreLocation) -> bool:
+    """Whether a trawl process is crawling at ``location`` now."""
+    if location.dsn is None:
+        return crawl_running(location.data_dir)
+    return await PostgresStore(location.dsn, schema=location.schema).locked()

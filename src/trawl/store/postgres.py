@@ -334,14 +334,27 @@ class PostgresStore(AsyncResource):
         holder = await AsyncConnection.connect(
             self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
         )
-        cursor = await holder.execute(
-            "SELECT pg_try_advisory_lock(hashtext('trawl crawl ' || %s))", (self._schema or "",)
-        )
-        row = await cursor.fetchone()
-        if row is None or not row[0]:
+        if not await self._try_lock(holder):
             await holder.close()
             raise UsageError(f"another trawl is already crawling {self.name}")
         self._holder = holder
+
+    async def _try_lock(self, conn: AsyncConnection[Any]) -> bool:
+        cursor = await conn.execute(
+            "SELECT pg_try_advisory_lock(hashtext('trawl crawl ' || %s))", (self._schema or "",)
+        )
+        row = await cursor.fetchone()
+        return row is not None and bool(row[0])
+
+    async def locked(self) -> bool:
+        """Whether a crawl process has this crawl open (an exclusive store holds its lock);
+        the store need not be open."""
+        with self._guard():
+            async with await AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+            ) as conn:
+                # Taken here means nobody held it; closing the connection lets it go.
+                return not await self._try_lock(conn)
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
