@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 
 from trawl.config import Breaker, CrawlConfig, IPNetwork, Limits, Politeness, ScopeConfig, Timeouts
-from trawl.fetcher import Fetcher
+from trawl.fetcher import Fetcher, Recorder
 from trawl.netguard import AddressPolicy
 from trawl.resolver import GuardedResolver
 from trawl.retry import RetryPolicy
@@ -221,6 +221,7 @@ def loopback_fetcher(
     timeouts: Timeouts,
     max_body: int,
     user_agent: str = "trawl/0 (test)",
+    recorder: Recorder | None = None,
 ) -> Fetcher:
     """A fetcher that resolves ``server``'s names and may connect to it."""
     return Fetcher(
@@ -231,4 +232,5 @@ def loopback_fetcher(
         resolver=GuardedResolver(
             AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
         ),
+        recorder=recorder,
     )

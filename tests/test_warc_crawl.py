@@ -8,9 +8,12 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from conftest import CrawlRunner
+from conftest import CrawlRunner, loopback_fetcher
+from trawl.config import Timeouts
 from trawl.runner import WARC_DIR
-from trawl.testsite import SiteServer, canonical_url, generate_site, route_key
+from trawl.store.base import StorageKey
+from trawl.testsite import Response, Site, SiteServer, canonical_url, generate_site, route_key
+from trawl.warc import WarcExchange, WarcWriter
 
 
 async def test_every_fetch_is_archived_as_served(crawl: CrawlRunner) -> None:
@@ -55,3 +58,37 @@ async def test_every_fetch_is_archived_as_served(crawl: CrawlRunner) -> None:
             assert bodies[0] == answer.body, uri
             checked += 1
     assert checked >= 10
+
+
+def one_page(port: int) -> Site:
+    return Site.build(port, {"http://a.test/": Response(body=b"<p>hi</p>")})
+
+
+class SlowDisk(WarcWriter):
+    """A WARC writer on a disk that takes ``delay`` seconds per write."""
+
+    def __init__(self, directory: Path, delay: float) -> None:
+        super().__init__(directory)
+        self.delay = delay
+
+    async def write(self, exchange: WarcExchange) -> StorageKey:
+        await asyncio.sleep(self.delay)
+        return await super().write(exchange)
+
+
+async def test_archiving_is_not_response_time_and_not_under_the_timeout(tmp_path: Path) -> None:
+    """The host's politeness delay follows the server's response time, and a slow archive
+    must neither stretch it nor time the fetch out."""
+    with SiteServer(one_page) as server:
+        async with (
+            SlowDisk(tmp_path / "warc", delay=0.5) as recorder,
+            loopback_fetcher(
+                server, timeouts=Timeouts(connect=2.0, total=0.3), max_body=1 << 20,
+                recorder=recorder,
+            ) as fetcher,
+        ):  # fmt: skip
+            result = await fetcher.fetch(server.site.url("a.test", "/"))
+    assert result.status == 200
+    assert result.error is None
+    assert result.archived is not None
+    assert result.elapsed < 0.3

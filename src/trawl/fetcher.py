@@ -13,6 +13,7 @@ of the classes in :class:`FetchError`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import ipaddress
 import time
@@ -265,13 +266,18 @@ class Fetcher(AsyncResource):
                     # aiohttp connects to an IP literal without asking the resolver.
                     await self._resolver.addresses(target.raw_host)
                 async with self._session.get(target, allow_redirects=False) as response:
-                    return await self._read(url, response, accept, cap, started)
+                    result, exchange = await self._read(url, response, accept, cap, started)
         except (
             aiohttp.ClientError, BlockedAddress, TimeoutError, zlib.error, brotli.error, ValueError
         ) as exc:  # fmt: skip
             return FetchResult(
                 url=url, status=None, elapsed=time.monotonic() - started, error=_error_class(exc)
             )
+        if self._recorder is None or exchange is None:
+            return result
+        # Archived after the fetch: the time the archive takes is neither the server's
+        # response time (which sets the host's politeness delay) nor under the timeout.
+        return dataclasses.replace(result, archived=await self._recorder.write(exchange))
 
     async def _read(
         self,
@@ -280,7 +286,9 @@ class Fetcher(AsyncResource):
         accept: BodyFilter | None,
         cap: int,
         started: float,
-    ) -> FetchResult:
+    ) -> tuple[FetchResult, WarcExchange | None]:
+        """The response read as far as wanted, and what to archive of it (None without
+        a recorder)."""
         headers = response.headers
         content_type = headers.get("Content-Type")
         declared = response.content_length
@@ -322,14 +330,13 @@ class Fetcher(AsyncResource):
             if truncated:
                 response.close()
             length = len(body)
-        archived = None
-        if self._recorder is not None and wire is not None:
+        exchange = None
+        if wire is not None:
             # Not read to its end: cut at the cap, or not wanted (not HTML).
             exchange = exchange_of(
                 url, response, bytes(wire), time.time(), peer, truncated=truncated or not wanted
             )
-            archived = await self._recorder.write(exchange)
-        return FetchResult(
+        result = FetchResult(
             url=url,
             status=response.status,
             content_type=content_type,
@@ -340,8 +347,8 @@ class Fetcher(AsyncResource):
             length=length,
             truncated=truncated,
             elapsed=time.monotonic() - started,
-            archived=archived,
         )
+        return result, exchange
 
 
 def exchange_of(
