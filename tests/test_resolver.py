@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from dns_server import ScriptedDns
+from listener import PAGE, Listener
 from trawl.config import Timeouts
 from trawl.fetcher import Fetcher, FetchError
 from trawl.netguard import AddressPolicy
@@ -128,43 +127,13 @@ async def test_refused_addresses_are_dropped_from_an_answer() -> None:
     assert [(r["host"], r["port"]) for r in results] == [("127.0.0.2", 8080)]
 
 
-class Listener:
-    """A loopback TCP listener that answers every request with a tiny page and counts
-    the connections it accepts."""
-
-    def __init__(self, address: str, port: int = 0) -> None:
-        self.sock = socket.create_server((address, port))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with conn:
-                conn.recv(65536)
-                body = b"<a href='/x'>x</a>"
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
-                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-                )
-
-    def __enter__(self) -> Listener:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-
 @pytest.fixture
 def servers() -> Iterator[tuple[Listener, Listener]]:
     """A 'public' server on 127.0.0.2 and a 'private' one on 127.0.0.1, same port."""
-    with Listener("127.0.0.2") as public, Listener("127.0.0.1", public.port) as private:
+    with (
+        Listener("127.0.0.2", answer=PAGE) as public,
+        Listener("127.0.0.1", public.port, answer=PAGE) as private,
+    ):
         yield public, private
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import CrawlRunner, page_requests
+from listener import Listener
 from test_crawl import moved, page
 from trawl.store.base import State
 from trawl.testsite import Site, SiteServer
@@ -21,30 +20,11 @@ from trawl.testsite import Site, SiteServer
 ONLY_SERVER = (ipaddress.ip_network("127.0.0.1/32"),)
 
 
-class Internal:
-    """A 'private network' service on 127.0.0.2 that counts connections to it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.2", 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-
 @pytest.fixture
-def internal() -> Iterator[Internal]:
-    service = Internal()
-    yield service
-    service.sock.close()
+def internal() -> Iterator[Listener]:
+    """A 'private network' service on 127.0.0.2 that counts connections to it."""
+    with Listener("127.0.0.2") as service:
+        yield service
 
 
 async def test_loopback_is_refused_by_default(crawl: CrawlRunner) -> None:
@@ -60,7 +40,7 @@ async def test_loopback_is_refused_by_default(crawl: CrawlRunner) -> None:
 
 
 async def test_redirects_and_links_to_refused_addresses_are_not_followed(
-    crawl: CrawlRunner, internal: Internal
+    crawl: CrawlRunner, internal: Listener
 ) -> None:
     target = f"http://intranet.ssrf.test:{internal.port}/admin"
 
@@ -84,7 +64,7 @@ async def test_redirects_and_links_to_refused_addresses_are_not_followed(
 
 
 def test_an_ip_literal_seed_is_refused_and_allowed_with_its_network(
-    tmp_path: Path, internal: Internal
+    tmp_path: Path, internal: Listener
 ) -> None:
     seed = f"http://127.0.0.2:{internal.port}/"
     base = [sys.executable, "-m", "trawl", "crawl", seed, "--scope", "host", "--json",
