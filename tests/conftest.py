@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 from urllib.parse import urlsplit
 
 import psycopg
@@ -32,6 +31,7 @@ from trawl.store.location import StoreLocation
 from trawl.store.sqlite import DB_NAME
 from trawl.summary import Summary
 from trawl.testsite import Site, SiteServer, canonical_url, route_key
+from trawl.testsite.server import LoopbackServer
 
 FAST = Politeness(delay=0.0, response_factor=0.0)
 """No politeness delay at all: tests that measure delays ask for them explicitly."""
@@ -205,14 +205,6 @@ def expected_hits(site: Site, url: str) -> int:
         route_key(parts.netloc, parts.path + (f"?{parts.query}" * bool(parts.query)))
     )
     return len(route.responses) if route else 1
-
-
-class LoopbackServer(Protocol):
-    """A test server: host names mapped to loopback, in an address range to allow."""
-
-    def resolve_map(self) -> dict[str, str]: ...
-
-    def allow_networks(self) -> tuple[IPNetwork, ...]: ...
 
 
 def loopback_fetcher(

@@ -127,6 +127,14 @@ async def test_refused_addresses_are_dropped_from_an_answer() -> None:
     assert [(r["host"], r["port"]) for r in results] == [("127.0.0.2", 8080)]
 
 
+def dns_fetcher(dns: ScriptedDns) -> Fetcher:
+    """A fetcher that asks ``dns`` and may reach 127.0.0.2 only."""
+    return Fetcher(
+        user_agent="trawl-test/1", timeouts=Timeouts(connect=2, total=5), max_body=1 << 16,
+        concurrency=4, resolver=resolver(dns, ALLOW_TWO, time.monotonic),
+    )  # fmt: skip
+
+
 @pytest.fixture
 def servers() -> Iterator[tuple[Listener, Listener]]:
     """A 'public' server on 127.0.0.2 and a 'private' one on 127.0.0.1, same port."""
@@ -144,10 +152,7 @@ async def test_the_fetcher_connects_only_to_checked_addresses(
     script = {"mixed.test": [[("127.0.0.1", 60), ("127.0.0.2", 60)]],
               "inside.test": [[("127.0.0.1", 60)]]}  # fmt: skip
     with ScriptedDns(script) as dns:
-        async with Fetcher(
-            user_agent="trawl-test/1", timeouts=Timeouts(connect=2, total=5), max_body=1 << 16,
-            concurrency=4, resolver=resolver(dns, ALLOW_TWO, time.monotonic),
-        ) as fetcher:  # fmt: skip
+        async with dns_fetcher(dns) as fetcher:
             ok = await fetcher.fetch(f"http://mixed.test:{public.port}/")
             refused = await fetcher.fetch(f"http://inside.test:{public.port}/")
             literal = await fetcher.fetch(f"http://127.0.0.1:{public.port}/")
@@ -163,10 +168,7 @@ async def test_a_rebound_name_never_reaches_the_private_server(
     public, private = servers
     script = {"rebind.test": [[("127.0.0.2", 1)], [("127.0.0.1", 1)]]}
     with ScriptedDns(script) as dns:
-        async with Fetcher(
-            user_agent="trawl-test/1", timeouts=Timeouts(connect=2, total=5), max_body=1 << 16,
-            concurrency=4, resolver=resolver(dns, ALLOW_TWO, time.monotonic),
-        ) as fetcher:  # fmt: skip
+        async with dns_fetcher(dns) as fetcher:
             first = await fetcher.fetch(f"http://rebind.test:{public.port}/")
             await asyncio.sleep(1.2)
             second = await fetcher.fetch(f"http://rebind.test:{public.port}/")

@@ -32,7 +32,6 @@ from trawl.progress import show_progress
 from trawl.resolver import AiodnsBackend, GuardedResolver
 from trawl.robots import agent_token
 from trawl.store.location import StoreLocation
-from trawl.store.postgres import PostgresStore
 from trawl.summary import Summary
 from trawl.textout import TextWriter
 from trawl.warc import WarcWriter
@@ -215,4 +214,4 @@ async def _still_running(location: StoreLocation) -> bool:
     """Whether a trawl process is crawling at ``location`` now."""
     if location.dsn is None:
         return crawl_running(location.data_dir)
-    return await PostgresStore(location.dsn, schema=location.schema).locked()
+    return await location.locked()

@@ -94,7 +94,8 @@ def hex64(value: int) -> str:
 
 def json_line(value: Mapping[str, object]) -> bytes:
     """``value`` as one compact UTF-8 JSON line. A lone surrogate, which UTF-8 cannot
-    hold, is written as its ``\\uXXXX`` escape, so the line stays valid JSON and UTF-8."""
+    hold, is written as a backslash-u escape of its code point, so the line stays valid
+    JSON and UTF-8."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return (text + "\n").encode("utf-8", "backslashreplace")
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import ipaddress
 import random
 import socket
 import struct
@@ -29,10 +28,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from trawl.config import IPNetwork
-from trawl.resource import Resource
 from trawl.testsite.loop import BackgroundLoop
-from trawl.testsite.server import LOOPBACK_NETWORK, listening_socket
+from trawl.testsite.server import LoopbackServer, listening_socket
 from trawl.testsite.site import route_key
 
 __all__ = [
@@ -269,7 +266,7 @@ async def _hung_up(reader: asyncio.StreamReader) -> None:
             pass
 
 
-class HostileServer(Resource):
+class HostileServer(LoopbackServer):
     """Serves `routes` (absolute URLs, any port, to answers); a context manager whose
     close is idempotent."""
 
@@ -377,18 +374,6 @@ class HostileServer(Resource):
             self._lock.wait_for(lambda: self._active == 0, timeout=5)
             return list(self._log)
 
-    def allow_networks(self) -> tuple[IPNetwork, ...]:
-        """The address range the server listens in, for ``CrawlConfig.allow_networks``."""
-        return (ipaddress.ip_network(LOOPBACK_NETWORK),)
-
     def resolve_map(self) -> dict[str, str]:
         """Every host name with a route, mapped to loopback."""
         return dict.fromkeys(self.hosts, _LOOPBACK)
-
-    def resolve_args(self) -> list[str]:
-        """`resolve_map` as command-line options (``--resolve host=127.0.0.1`` each), and
-        ``--allow-network`` for loopback, which trawl refuses by default."""
-        args: list[str] = []
-        for host, address in self.resolve_map().items():
-            args += ["--resolve", f"{host}={address}"]
-        return [*args, "--allow-network", LOOPBACK_NETWORK]

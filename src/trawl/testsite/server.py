@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import zlib
+from abc import abstractmethod
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -147,7 +148,28 @@ def listening_socket(address: str, port: int) -> socket.socket:
     return sock
 
 
-class SiteServer(Resource):
+class LoopbackServer(Resource):
+    """A test server on loopback: its host names, the addresses they map to, and the
+    options that let trawl reach them."""
+
+    @abstractmethod
+    def resolve_map(self) -> dict[str, str]:
+        """Every host name the server answers for, mapped to its loopback address."""
+
+    def allow_networks(self) -> tuple[IPNetwork, ...]:
+        """The address range the server listens in, for ``CrawlConfig.allow_networks``."""
+        return (ipaddress.ip_network(LOOPBACK_NETWORK),)
+
+    def resolve_args(self) -> list[str]:
+        """`resolve_map` as command-line options (``--resolve host=127.0.0.1`` each), and
+        ``--allow-network`` for loopback, which trawl refuses by default."""
+        args: list[str] = []
+        for host, address in self.resolve_map().items():
+            args += ["--resolve", f"{host}={address}"]
+        return [*args, "--allow-network", LOOPBACK_NETWORK]
+
+
+class SiteServer(LoopbackServer):
     """Serves one `Site`; a context manager whose close is idempotent.
 
     The socket is bound first, then `site_factory` builds the site for the real port.
@@ -270,22 +292,10 @@ class SiteServer(Resource):
             self._lock.wait_for(lambda: self._finishing == 0, timeout=5)
             return list(self._log)
 
-    def allow_networks(self) -> tuple[IPNetwork, ...]:
-        """The address range the server listens in, for ``CrawlConfig.allow_networks``."""
-        return (ipaddress.ip_network(LOOPBACK_NETWORK),)
-
     def resolve_map(self) -> dict[str, str]:
         """Every host name of the site, off-scope ones included, mapped to its loopback
         address."""
         return dict(self._addresses)
-
-    def resolve_args(self) -> list[str]:
-        """`resolve_map` as command-line options (``--resolve host=127.0.0.1`` each), and
-        ``--allow-network`` for loopback, which trawl refuses by default."""
-        args: list[str] = []
-        for host, address in self.resolve_map().items():
-            args += ["--resolve", f"{host}={address}"]
-        return [*args, "--allow-network", LOOPBACK_NETWORK]
 
     def max_inflight_per_host(self) -> dict[str, int]:
         """The largest number of overlapping requests seen per host."""
