@@ -40,6 +40,7 @@ from trawl.store.base import (
     export_row,
     pages_by_id,
 )
+from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
 from trawl.store.sqlite_content import (
     apply_content,
@@ -59,6 +60,7 @@ class SQLiteStore(AsyncResource):
     """Store engine on a local SQLite database in ``data_dir``.
 
     ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
+    ``wal_limit`` bounds the write-ahead log file (trawl.store.checkpoint).
     """
 
     def __init__(
@@ -68,8 +70,11 @@ class SQLiteStore(AsyncResource):
         readonly: bool = False,
         page_budget: int | None = None,
         discovery_budget: int | None = None,
+        wal_limit: int = WAL_LIMIT,
     ) -> None:
         self.path = data_dir / DB_NAME
+        self._wal_limit = wal_limit
+        self._checkpointer: Checkpointer | None = None
         self._readonly = readonly
         self._page_budget = page_budget
         self._discovery_budget = discovery_budget
@@ -86,8 +91,11 @@ class SQLiteStore(AsyncResource):
         if self._closed:
             return
         self._closed = True
+        loop = asyncio.get_running_loop()
+        if self._checkpointer is not None:
+            await loop.run_in_executor(self._executor, self._checkpointer.close)
         if self._conn is not None:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._conn.close)
+            await loop.run_in_executor(self._executor, self._conn.close)
         self._executor.shutdown(wait=True)
 
     async def _run(self, func: Callable[[], T]) -> T:
@@ -119,14 +127,12 @@ class SQLiteStore(AsyncResource):
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA cache_size = -65536")
             conn.execute("PRAGMA temp_store = MEMORY")
-            # Random 64-bit keys dirty one leaf page per insert, so each checkpoint (a
-            # write back plus an fsync) is costly: checkpoint every ~40 MB of WAL rather
-            # than every 4 MB, and cut the file back to 64 MB after one.
-            conn.execute("PRAGMA wal_autocheckpoint = 10000")
-            conn.execute("PRAGMA journal_size_limit = 67108864")
+            # Checkpoints run on their own thread (trawl.store.checkpoint).
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
         self._conn = conn
         if not self._readonly:
             self._migrate()
+            self._checkpointer = Checkpointer(self.path)
 
     def _migrate(self) -> None:
         db = self._db
@@ -164,6 +170,10 @@ class SQLiteStore(AsyncResource):
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+        if self._checkpointer is not None:
+            if wal_bytes(self.path) > self._wal_limit:
+                truncate_wal(db)
+            self._checkpointer.committed()
         return result
 
     async def recover(self) -> int:

@@ -1,0 +1,85 @@
+"""WAL checkpoints for the embedded store, off the commit path.
+
+A checkpoint copies committed pages from the write-ahead log into the database file and
+syncs both files (``synchronous=NORMAL``); the sync is what makes a checkpoint slow once
+the database outgrows the page cache, because every insert dirties its own leaf page.
+SQLite's automatic checkpoint runs inside the committing transaction, so the crawl's
+single writer waited for it: about a third of its commit time at 2 M URLs.
+
+Here the writer connection turns automatic checkpoints off and a :class:`Checkpointer`
+thread, with a connection of its own, runs PASSIVE checkpoints while the writer goes on
+(SQLite allows one checkpoint beside one writer). Nothing about durability changes:
+every checkpoint still syncs the log before copying and the database after, and a commit
+is durable against a process kill as soon as it is in the log.
+
+A PASSIVE checkpoint never completes while the writer keeps appending, so the log would
+never wrap. The writer bounds it: once the log file passes ``wal_limit`` bytes it runs a
+TRUNCATE checkpoint itself; by then the thread has copied and synced nearly everything,
+so that costs little (about 0.13 s per 256 MB of log in ``bench.store``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from trawl.resource import Resource
+
+WAL_LIMIT = 256 * 1024 * 1024
+"""Default size of the log file at which the writer checkpoints and truncates it."""
+
+
+class Checkpointer(Resource):
+    """A thread that checkpoints ``path``'s WAL after each :meth:`committed` call."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._wanted = threading.Event()
+        self._stopping = False
+        self.checkpoints = 0
+        """PASSIVE checkpoints run so far."""
+        self._thread = threading.Thread(target=self._run, name="trawl-checkpoint", daemon=True)
+        self._thread.start()
+
+    def committed(self) -> None:
+        """Ask for a checkpoint: the writer committed a transaction."""
+        self._wanted.set()
+
+    def close(self) -> None:
+        """Stop the thread after the checkpoint it may be running; idempotent."""
+        self._stopping = True
+        self._wanted.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            while True:
+                self._wanted.wait()
+                self._wanted.clear()
+                if self._stopping:
+                    return
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self.checkpoints += 1
+        except sqlite3.Error:
+            # The writer's own bound on the log takes over; nothing is lost.
+            return
+        finally:
+            conn.close()
+
+
+def wal_bytes(path: Path) -> int:
+    """Size of ``path``'s write-ahead log file (0 when there is none)."""
+    try:
+        return os.stat(f"{path}-wal").st_size
+    except FileNotFoundError:
+        return 0
+
+
+def truncate_wal(conn: sqlite3.Connection) -> None:
+    """Checkpoint everything and cut the log file to zero bytes (waits for readers up to
+    the connection's busy timeout; a reader still in the way only postpones it)."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
