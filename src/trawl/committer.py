@@ -26,11 +26,20 @@ OnCommit = Callable[[CommitResult], None]
 
 
 def merge(into: CommitBatch, part: CommitBatch) -> None:
-    """Append ``part`` to ``into``."""
-    into.outcomes.extend(part.outcomes)
+    """Append ``part`` to ``into``; a fenced part's own writes stay apart in
+    ``into.fenced`` for the store to check against the host's lease."""
     into.new_urls.extend(part.new_urls)
-    into.hosts.extend(part.hosts)
     into.content.extend(part.content)
+    into.releases.extend(part.releases)
+    if part.fence is not None:
+        into.fenced.append(
+            CommitBatch(
+                outcomes=part.outcomes, hosts=part.hosts, counters=part.counters, fence=part.fence
+            )
+        )
+        return
+    into.outcomes.extend(part.outcomes)
+    into.hosts.extend(part.hosts)
     for name, value in part.counters.items():
         into.count(name, value)
 

@@ -164,12 +164,52 @@ class HostUpdate:
     soft404: Soft404Record | None = None
 
 
+class Fence(NamedTuple):
+    """The lease a write was made under: a host and the generation of its lease."""
+
+    host_id: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A host leased to one worker: nobody else fetches from it until the lease expires
+    or is released. ``generation`` grows at every lease of the host; ``next_eligible_at``
+    (wall clock) is when the host may be asked again, as the last owner left it."""
+
+    host_id: int
+    name: str
+    generation: int
+    next_eligible_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A worker gives a leased host back: the URLs it still holds return to the queue,
+    and the next owner waits until ``next_eligible_at`` (wall clock)."""
+
+    host_id: int
+    generation: int
+    next_eligible_at: float
+
+
+STALE_COUNTER = "stale_completions"
+"""Counter of fenced writes (a page's result, a host's state) the store refused because
+the host's lease had passed to a newer generation."""
+
+
 @dataclass(slots=True)
 class CommitBatch:
     """One transaction: outcomes, the links they discovered, host state and counters.
 
     The links of a page are in the same batch as the page's outcome, so a crash either
     keeps both or neither (the page is then fetched again and rediscovers them).
+
+    A batch made under a host's lease carries its ``fence``. Merged into a larger batch
+    (trawl.committer.merge), a fenced part keeps its outcomes, host updates and counters
+    apart in ``fenced``; the store applies them only if the host's lease is still
+    at that generation (:func:`settle_fences`). Its links always go in: they are real
+    links whatever became of the lease, and inserting them is idempotent.
     """
 
     outcomes: list[Outcome] = field(default_factory=list)
@@ -180,13 +220,42 @@ class CommitBatch:
     """Fingerprinted pages, for the content stage (trawl.content) before the commit."""
     duplicates: list[Duplicates] = field(default_factory=list)
     """The content stage's decisions, written with the outcomes."""
+    releases: list[Release] = field(default_factory=list)
+    """Leased hosts given back, after the rest of the batch; each release holds only if
+    the host's lease is still at the release's generation."""
+    fence: Fence | None = None
+    fenced: list[CommitBatch] = field(default_factory=list)
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name`` in this batch."""
         self.counters[name] = self.counters.get(name, 0) + amount
 
+    def fence_hosts(self) -> list[int]:
+        """The hosts whose lease generation the fenced parts must be checked against."""
+        return sorted({part.fence.host_id for part in self.fenced if part.fence is not None})
+
     def __len__(self) -> int:
-        return len(self.outcomes) + len(self.new_urls) + len(self.hosts)
+        return len(self.outcomes) + len(self.new_urls) + len(self.hosts) + len(self.fenced)
+
+
+def settle_fences(batch: CommitBatch, generations: Mapping[int, int]) -> int:
+    """Move the fenced parts whose lease still holds (``generations``: each fenced host's
+    current lease generation, read in the committing transaction) into the batch's own
+    lists; drop the others and count them. Returns how many outcomes were refused."""
+    refused = 0
+    for part in batch.fenced:
+        assert part.fence is not None
+        if generations.get(part.fence.host_id) != part.fence.generation:
+            refused += len(part.outcomes)
+            continue
+        batch.outcomes.extend(part.outcomes)
+        batch.hosts.extend(part.hosts)
+        for name, value in part.counters.items():
+            batch.count(name, value)
+    batch.fenced = []
+    if refused:
+        batch.count(STALE_COUNTER, refused)
+    return refused
 
 
 class ContentRows(NamedTuple):
@@ -303,8 +372,31 @@ def export_row(row: Row) -> ExportRow:
 class Store(Protocol):
     """Durable crawl state. Both engines pass tests/test_store_contract.py."""
 
-    async def recover(self) -> int:
-        """Return every CLAIMED URL to QUEUED (after a crash or stop); return how many."""
+    async def recover(self, worker: str | None = None) -> int:
+        """Return CLAIMED URLs to QUEUED after a crash or stop, and end their hosts'
+        leases; return how many. A shared store does so for the hosts leased to
+        ``worker`` (all hosts when None); an exclusive one for every host."""
+        ...
+
+    async def lease_hosts(self, worker: str, limit: int, ttl: float) -> Sequence[Lease]:
+        """Lease up to ``limit`` hosts with work to ``worker`` for ``ttl`` seconds, soonest
+        eligible first, in one transaction that skips hosts other leasers hold locked.
+
+        A host is free when it has no lease or its lease expired; each lease raises the
+        host's generation. A host taken over from an expired lease gets its CLAIMED URLs
+        back in the queue (the old owner never answered them).
+        """
+        ...
+
+    async def renew_leases(
+        self, worker: str, leases: Mapping[int, int], ttl: float
+    ) -> frozenset[int]:
+        """Extend ``{host_id: generation}`` leases of ``worker`` to ``ttl`` seconds from
+        now; return the hosts still held (a lease lost to a newer generation is not)."""
+        ...
+
+    async def work_left(self) -> int:
+        """URLs queued or handed out over all hosts: 0 when the crawl is finished."""
         ...
 
     async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
@@ -323,8 +415,12 @@ class Store(Protocol):
         """Hosts with queued URLs, soonest eligible first."""
         ...
 
-    async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
+    async def claim(
+        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+    ) -> Sequence[QueuedURL]:
         """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, shallowest first.
+
+        With ``worker``, only hosts leased to that worker and not expired get any.
 
         Never more than the host's page budget leaves room for; once the host has used
         it all, its QUEUED URLs become PARKED (counted as ``over_host_page_budget``).
@@ -333,6 +429,10 @@ class Store(Protocol):
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
         """Apply a batch in one transaction; new URLs are inserted only if absent.
+
+        Fenced parts are applied only if their host's lease is still at their
+        generation; the others are refused and counted (:func:`settle_fences`).
+        Releases come last.
 
         New URLs beyond their host's discovery budget are not inserted; they are counted
         as ``over_host_discovery_budget``.

@@ -40,6 +40,7 @@ from trawl.store.base import (
     CommitResult,
     ExportRow,
     HostWork,
+    Lease,
     Outcome,
     QueuedURL,
     RobotsRecord,
@@ -48,6 +49,7 @@ from trawl.store.base import (
     State,
     export_row,
     pages_by_id,
+    settle_fences,
 )
 from trawl.store.postgres_content import (
     apply_content,
@@ -80,18 +82,96 @@ _ADD_HOSTS = (
     "INSERT INTO hosts (name) SELECT unnest(%s::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING"
 )
 _LOCK_HOSTS = (
-    "SELECT id FROM hosts WHERE id = ANY(%s::bigint[]) OR name = ANY(%s::text[]) "
-    "ORDER BY id FOR UPDATE"
+    "SELECT id, lease_generation FROM hosts "
+    "WHERE id = ANY(%s::bigint[]) OR name = ANY(%s::text[]) ORDER BY id FOR UPDATE"
 )
+_NOW = "extract(epoch FROM now())"
+"""The database's clock, which every worker shares: lease expiry is judged by it."""
 _RECOVER = f"UPDATE urls SET state = {_QUEUED} WHERE state = {_CLAIMED}"
-_UNPARK = (
-    f"WITH unparked AS (UPDATE urls SET state = {_QUEUED}, error = NULL "
-    f"WHERE state = {_PARKED} AND (%(budget)s::bigint IS NULL OR host_id IN "
-    "(SELECT id FROM hosts WHERE fetched < %(budget)s::bigint)) RETURNING 1) "
-    "INSERT INTO counters (name, value) SELECT %(counter)s, -count(*) FROM unparked "
-    "HAVING count(*) > 0 "
-    "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value"
+# A worker's own leases after its restart: their CLAIMED URLs return to the queue.
+_RECOVER_WORKER = f"""
+WITH mine AS (
+    SELECT id FROM hosts WHERE lease_owner = %(worker)s ORDER BY id FOR UPDATE
+), requeued AS (
+    UPDATE urls SET state = {_QUEUED} FROM mine
+    WHERE urls.host_id = mine.id AND urls.state = {_CLAIMED} RETURNING urls.host_id
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM requeued GROUP BY host_id
+), ended AS (
+    UPDATE hosts SET lease_owner = NULL, lease_expires_at = NULL, claimed = 0,
+        queued = hosts.queued + COALESCE(per_host.n, 0)
+    FROM mine LEFT JOIN per_host ON per_host.host_id = mine.id
+    WHERE hosts.id = mine.id
 )
+SELECT count(*) FROM requeued
+"""
+# Free hosts with work (no lease, or an expired one), soonest eligible first; rows another
+# leaser holds locked are skipped, not waited for. A host taken over from an expired
+# lease gets its CLAIMED URLs back in the queue.
+_LEASE = f"""
+WITH free AS (
+    SELECT id, lease_owner IS NOT NULL AS taken_over FROM hosts
+    WHERE (queued > 0 OR claimed > 0)
+      AND (lease_owner IS NULL OR lease_expires_at < {_NOW})
+    ORDER BY next_eligible_at, id LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), requeued AS (
+    UPDATE urls SET state = {_QUEUED} FROM free
+    WHERE free.taken_over AND urls.host_id = free.id AND urls.state = {_CLAIMED}
+    RETURNING urls.host_id
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM requeued GROUP BY host_id
+)
+UPDATE hosts SET lease_owner = %(worker)s, lease_generation = hosts.lease_generation + 1,
+    lease_expires_at = {_NOW} + %(ttl)s,
+    queued = hosts.queued + COALESCE(per_host.n, 0),
+    claimed = CASE WHEN free.taken_over THEN 0 ELSE hosts.claimed END
+FROM free LEFT JOIN per_host ON per_host.host_id = free.id
+WHERE hosts.id = free.id
+RETURNING hosts.id, hosts.name, hosts.lease_generation, hosts.next_eligible_at
+"""
+_RENEW = f"""
+UPDATE hosts SET lease_expires_at = {_NOW} + %(ttl)s
+FROM unnest(%(ids)s::bigint[], %(generations)s::bigint[]) AS l(id, generation)
+WHERE hosts.id = l.id AND hosts.lease_owner = %(worker)s
+  AND hosts.lease_generation = l.generation
+RETURNING hosts.id
+"""
+# Each release holds only at its generation; the host's CLAIMED URLs (buffered, never
+# sent) return to the queue and the next owner waits until the time the release names.
+_RELEASE = f"""
+WITH held AS (
+    SELECT r.id, r.next FROM hosts
+    JOIN unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS r(id, generation, next)
+      ON hosts.id = r.id AND hosts.lease_generation = r.generation
+    WHERE hosts.lease_owner IS NOT NULL
+), requeued AS (
+    UPDATE urls SET state = {_QUEUED} FROM held
+    WHERE urls.host_id = held.id AND urls.state = {_CLAIMED} RETURNING urls.host_id
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM requeued GROUP BY host_id
+)
+UPDATE hosts SET lease_owner = NULL, lease_expires_at = NULL, next_eligible_at = held.next,
+    claimed = 0, queued = hosts.queued + COALESCE(per_host.n, 0)
+FROM held LEFT JOIN per_host ON per_host.host_id = held.id
+WHERE hosts.id = held.id
+"""
+_UNPARK = f"""
+WITH unparked AS (
+    UPDATE urls SET state = {_QUEUED}, error = NULL
+    WHERE state = {_PARKED} AND (%(budget)s::bigint IS NULL OR host_id IN
+        (SELECT id FROM hosts WHERE fetched < %(budget)s::bigint))
+    RETURNING host_id
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM unparked GROUP BY host_id
+), recounted AS (
+    UPDATE hosts SET queued = hosts.queued + per_host.n
+    FROM per_host WHERE hosts.id = per_host.host_id
+)
+INSERT INTO counters (name, value) SELECT %(counter)s, -count(*) FROM unparked
+HAVING count(*) > 0
+ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value
+"""
 _RECOUNT = (
     "UPDATE hosts SET inflight = 0, claimed = 0, queued = (SELECT COUNT(*) FROM urls "
     f"WHERE urls.host_id = hosts.id AND urls.state = {_QUEUED})"
@@ -121,7 +201,10 @@ WITH wanted AS (
            CASE WHEN %(budget)s::bigint IS NULL THEN w.n
                 ELSE LEAST(w.n, %(budget)s::bigint - h.fetched - h.claimed) END AS n
     FROM hosts AS h JOIN unnest(%(hosts)s::bigint[], %(limits)s::bigint[]) AS w(id, n)
-    ON h.id = w.id ORDER BY h.id FOR UPDATE OF h
+    ON h.id = w.id
+    WHERE %(worker)s::text IS NULL
+       OR (h.lease_owner = %(worker)s AND h.lease_expires_at >= {_NOW})
+    ORDER BY h.id FOR UPDATE OF h
 ), picked AS (
     SELECT u.id FROM wanted CROSS JOIN LATERAL (
         SELECT urls.id FROM urls
@@ -428,14 +511,47 @@ class PostgresStore(AsyncResource):
                     await conn.execute(statement)
             await conn.execute(_SET_META, ("schema_version", str(SCHEMA_VERSION)))
 
-    async def recover(self) -> int:
+    async def recover(self, worker: str | None = None) -> int:
+        unpark = {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER}
         async with self._transaction() as conn:
-            moved = await conn.execute(_RECOVER)
-            await conn.execute(
-                _UNPARK, {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER}
-            )
-            await conn.execute(_RECOUNT)
-        return moved.rowcount
+            if worker is None:
+                moved = await conn.execute(_RECOVER)
+                await conn.execute(_UNPARK, unpark)
+                await conn.execute(_RECOUNT)
+            else:
+                requeued = await conn.execute(_RECOVER_WORKER, {"worker": worker})
+                await conn.execute(_UNPARK, unpark)
+        if worker is None:
+            return moved.rowcount
+        row = await requeued.fetchone()
+        return int(row[0]) if row else 0
+
+    async def lease_hosts(self, worker: str, limit: int, ttl: float) -> Sequence[Lease]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(_LEASE, {"worker": worker, "limit": limit, "ttl": ttl})
+            rows = await cursor.fetchall()
+        return [Lease(*row) for row in sorted(rows, key=lambda r: (r[3], r[0]))]
+
+    async def renew_leases(
+        self, worker: str, leases: Mapping[int, int], ttl: float
+    ) -> frozenset[int]:
+        if not leases:
+            return frozenset()
+        params = {
+            "worker": worker,
+            "ttl": ttl,
+            "ids": list(leases),
+            "generations": list(leases.values()),
+        }
+        async with self._connection() as conn:
+            cursor = await conn.execute(_RENEW, params)
+            return frozenset(row[0] for row in await cursor.fetchall())
+
+    async def work_left(self) -> int:
+        async with self._connection() as conn:
+            cursor = await conn.execute("SELECT COALESCE(SUM(queued + claimed), 0) FROM hosts")
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
 
     async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
         async def page(start: int) -> list[Row]:
@@ -471,7 +587,9 @@ class PostgresStore(AsyncResource):
             )
             return [HostWork(*row) for row in await cursor.fetchall()]
 
-    async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
+    async def claim(
+        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+    ) -> Sequence[QueuedURL]:
         if not wanted:
             return []
         hosts, limits = list(wanted), list(wanted.values())
@@ -488,7 +606,13 @@ class PostgresStore(AsyncResource):
                 )
             cursor = await conn.execute(
                 _CLAIM,
-                {"hosts": hosts, "limits": limits, "budget": self._page_budget, "now": now},
+                {
+                    "hosts": hosts,
+                    "limits": limits,
+                    "budget": self._page_budget,
+                    "now": now,
+                    "worker": worker,
+                },
             )
         order = {host: n for n, host in enumerate(hosts)}
         rows = sorted(await cursor.fetchall(), key=lambda r: (order[r[2]], r[3], r[0]))
@@ -496,12 +620,21 @@ class PostgresStore(AsyncResource):
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
         names = sorted({u.host for u in batch.new_urls})
-        touched = sorted({o.host_id for o in batch.outcomes} | {h.host_id for h in batch.hosts})
+        touched = sorted(
+            {o.host_id for o in batch.outcomes}
+            | {h.host_id for h in batch.hosts}
+            | {r.host_id for r in batch.releases}
+            | set(batch.fence_hosts())
+        )
         async with self._transaction() as conn:
             if names:
                 await conn.execute(_ADD_HOSTS, (names,))
             if names or touched:
-                await conn.execute(_LOCK_HOSTS, (touched, names))
+                locked = await conn.execute(_LOCK_HOSTS, (touched, names))
+                if batch.fenced:
+                    # The one extra round trip of a fenced batch: the generations are
+                    # read under the lock, so no lease changes before the commit.
+                    settle_fences(batch, dict(await locked.fetchall()))
             if batch.outcomes:
                 await self._answer(conn, batch.outcomes)
             inserted = None
@@ -509,6 +642,9 @@ class PostgresStore(AsyncResource):
                 inserted = await self._insert_urls(conn, batch)
             await self._update_hosts(conn, batch)
             await apply_content(conn, batch)
+            if batch.releases:
+                rows = [(r.host_id, r.generation, r.next_eligible_at) for r in batch.releases]
+                await conn.execute(_RELEASE, columns(rows, 3))
             changed = {name: value for name, value in batch.counters.items() if value}
             if changed:
                 await conn.execute(_ADD_COUNTERS, (list(changed), list(changed.values())))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,14 +32,17 @@ from trawl.store.base import (
     CommitResult,
     ExportRow,
     HostWork,
+    Lease,
     NewURL,
     QueuedURL,
+    Release,
     RobotsRecord,
     Row,
     Soft404Record,
     State,
     export_row,
     pages_by_id,
+    settle_fences,
 )
 from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
@@ -176,14 +180,17 @@ class SQLiteStore(AsyncResource):
             self._checkpointer.committed()
         return result
 
-    async def recover(self) -> int:
+    async def recover(self, worker: str | None = None) -> int:
+        # The data dir's lock makes a SQLite crawl exclusive: every lease in it was
+        # this process's or a dead one's, whatever ``worker`` says.
         def work(db: sqlite3.Connection) -> int:
             moved = db.execute(
                 "UPDATE urls SET state = ? WHERE state = ?", (State.QUEUED, State.CLAIMED)
             ).rowcount
             _unpark(db, self._page_budget)
             db.execute(
-                "UPDATE hosts SET inflight = 0, claimed = 0, queued = (SELECT COUNT(*) FROM urls "
+                "UPDATE hosts SET inflight = 0, claimed = 0, lease_owner = NULL, "
+                "lease_expires_at = NULL, queued = (SELECT COUNT(*) FROM urls "
                 "WHERE urls.host_id = hosts.id AND urls.state = 0)"
             )
             return moved
@@ -217,13 +224,66 @@ class SQLiteStore(AsyncResource):
 
         return await self._run(work)
 
-    async def claim(self, wanted: Mapping[int, int], now: float) -> Sequence[QueuedURL]:
+    async def lease_hosts(self, worker: str, limit: int, ttl: float) -> Sequence[Lease]:
+        def work(db: sqlite3.Connection) -> list[Lease]:
+            now = time.time()
+            rows = db.execute(
+                "SELECT id, name, lease_owner, next_eligible_at FROM hosts "
+                "WHERE (queued > 0 OR claimed > 0) "
+                "AND (lease_owner IS NULL OR lease_expires_at < ?) "
+                "ORDER BY next_eligible_at, id LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            leases: list[Lease] = []
+            for host_id, name, previous, next_eligible_at in rows:
+                if previous is not None:
+                    _requeue_claimed(db, host_id)
+                (generation,) = db.execute(
+                    "UPDATE hosts SET lease_owner = ?, lease_generation = lease_generation + 1, "
+                    "lease_expires_at = ? WHERE id = ? RETURNING lease_generation",
+                    (worker, now + ttl, host_id),
+                ).fetchone()
+                leases.append(Lease(host_id, name, generation, next_eligible_at))
+            return leases
+
+        return await self._run(lambda: self._transaction(work))
+
+    async def renew_leases(
+        self, worker: str, leases: Mapping[int, int], ttl: float
+    ) -> frozenset[int]:
+        def work(db: sqlite3.Connection) -> frozenset[int]:
+            expires = time.time() + ttl
+            held = set()
+            for host_id, generation in leases.items():
+                if db.execute(
+                    "UPDATE hosts SET lease_expires_at = ? "
+                    "WHERE id = ? AND lease_owner = ? AND lease_generation = ?",
+                    (expires, host_id, worker, generation),
+                ).rowcount:
+                    held.add(host_id)
+            return frozenset(held)
+
+        return await self._run(lambda: self._transaction(work))
+
+    async def work_left(self) -> int:
+        def work() -> int:
+            row = self._db.execute("SELECT COALESCE(SUM(queued + claimed), 0) FROM hosts")
+            return int(row.fetchone()[0])
+
+        return await self._run(work)
+
+    async def claim(
+        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+    ) -> Sequence[QueuedURL]:
         budget = self._page_budget
 
         def work(db: sqlite3.Connection) -> list[QueuedURL]:
             claimed: list[QueuedURL] = []
             parked = 0
+            leased = None if worker is None else _leased_to(db, worker, list(wanted))
             for host_id, limit in wanted.items():
+                if leased is not None and host_id not in leased:
+                    continue
                 if budget is not None:
                     fetched, out = db.execute(
                         "SELECT fetched, claimed FROM hosts WHERE id = ?", (host_id,)
@@ -341,6 +401,37 @@ def _ensure_hosts(db: sqlite3.Connection, names: Sequence[str]) -> dict[str, int
     return dict(select_in(db, "SELECT name, id FROM hosts WHERE name IN", names))
 
 
+def _leased_to(db: sqlite3.Connection, worker: str, host_ids: Sequence[int]) -> set[int]:
+    """Which of ``host_ids`` are leased to ``worker`` now."""
+    rows = select_in(
+        db,
+        "SELECT id, lease_owner, lease_expires_at FROM hosts WHERE id IN",
+        sorted(host_ids),
+    )
+    now = time.time()
+    return {host_id for host_id, owner, expires in rows if owner == worker and expires >= now}
+
+
+def _requeue_claimed(db: sqlite3.Connection, host_id: int) -> None:
+    """Return a host's CLAIMED URLs to the queue (its lease ended with them unanswered)."""
+    moved = db.execute(
+        "UPDATE urls SET state = ? WHERE host_id = ? AND state = ?",
+        (State.QUEUED, host_id, State.CLAIMED),
+    ).rowcount
+    db.execute("UPDATE hosts SET queued = queued + ?, claimed = 0 WHERE id = ?", (moved, host_id))
+
+
+def _release(db: sqlite3.Connection, releases: Sequence[Release]) -> None:
+    """Give leased hosts back, each only if its lease is still at the release's generation."""
+    for r in releases:
+        if db.execute(
+            "UPDATE hosts SET lease_owner = NULL, lease_expires_at = NULL, next_eligible_at = ? "
+            "WHERE id = ? AND lease_generation = ? AND lease_owner IS NOT NULL",
+            (r.next_eligible_at, r.host_id, r.generation),
+        ).rowcount:
+            _requeue_claimed(db, r.host_id)
+
+
 def _add_counters(db: sqlite3.Connection, counters: Mapping[str, int]) -> None:
     """Add ``counters`` to the stored ones (zeros are skipped)."""
     changed = [(name, value) for name, value in counters.items() if value]
@@ -417,6 +508,11 @@ def _apply(
     db: sqlite3.Connection, batch: CommitBatch, discovery_budget: int | None
 ) -> CommitResult:
     """Write one batch; runs inside a transaction on the store thread."""
+    if batch.fenced:
+        generations = select_in(
+            db, "SELECT id, lease_generation FROM hosts WHERE id IN", batch.fence_hosts()
+        )
+        settle_fences(batch, dict(generations))
     if batch.outcomes:
         db.executemany(
             "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
@@ -499,6 +595,7 @@ def _apply(
             probes,
         )
     apply_content(db, batch)
+    _release(db, batch.releases)
     _add_counters(db, counters)
     return CommitResult(
         inserted=inserted,

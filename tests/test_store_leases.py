@@ -1,0 +1,163 @@
+"""Host leases and fencing, on both engines: a host belongs to one worker at a time, each
+lease raises its generation, an expired lease is taken over with its unanswered URLs,
+and the store refuses writes made under a lease that has since passed to another."""
+
+from __future__ import annotations
+
+import asyncio
+
+from test_store import Engine, insert, open_store, pg_schema, queued, rows, store, url
+from trawl.committer import merge
+from trawl.store.base import (
+    STALE_COUNTER,
+    CommitBatch,
+    Fence,
+    HostUpdate,
+    Outcome,
+    Release,
+    RobotsRecord,
+    State,
+)
+
+__all__ = ["open_store", "pg_schema", "store"]
+
+A, B = "worker-a", "worker-b"
+
+
+async def test_each_host_is_leased_to_one_worker_at_a_time(store: Engine) -> None:
+    await insert(store, *(url(f"h{n}.test", 1) for n in range(5)))
+    first = await store.lease_hosts(A, limit=3, ttl=60)
+    second = await store.lease_hosts(B, limit=10, ttl=60)
+    assert len(first) == 3
+    assert len(second) == 2
+    assert {lease.host_id for lease in first}.isdisjoint(lease.host_id for lease in second)
+    assert all(lease.generation == 1 for lease in first + second)
+    assert await store.lease_hosts(B, limit=10, ttl=60) == []
+
+
+async def test_hosts_without_work_are_not_leased(store: Engine) -> None:
+    await insert(store, url("a.test", 1))
+    (lease,) = await store.lease_hosts(A, limit=10, ttl=60)
+    (claimed,) = await store.claim({lease.host_id: 5}, now=1e12, worker=A)
+    done = Outcome(claimed.id, lease.host_id, State.DONE, 1, status=200, fetched_at=1.0)
+    release = Release(lease.host_id, lease.generation, next_eligible_at=5.0)
+    await store.commit(CommitBatch(outcomes=[done], releases=[release]))
+    assert await store.work_left() == 0
+    assert await store.lease_hosts(B, limit=10, ttl=60) == []
+
+
+async def test_only_the_leaseholder_claims_a_hosts_urls(store: Engine) -> None:
+    await insert(store, url("a.test", 1), url("a.test", 2))
+    (lease,) = await store.lease_hosts(A, limit=10, ttl=60)
+    assert await store.claim({lease.host_id: 5}, now=1e12, worker=B) == []
+    assert len(await store.claim({lease.host_id: 5}, now=1e12, worker=A)) == 2
+
+
+async def test_an_expired_lease_is_taken_over_with_its_claimed_urls(store: Engine) -> None:
+    await insert(store, url("a.test", 1), url("a.test", 2), url("a.test", 3))
+    (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
+    claimed = await store.claim({old.host_id: 2}, now=1e12, worker=A)
+    assert len(claimed) == 2
+    assert await store.lease_hosts(B, limit=10, ttl=60) == []
+
+    await asyncio.sleep(0.3)
+    (new,) = await store.lease_hosts(B, limit=10, ttl=60)
+    assert new.host_id == old.host_id
+    assert new.generation == old.generation + 1
+    # A never answered its two URLs: they are queued again for B.
+    assert await queued(store) == {"a.test": 3}
+    assert all(r.state == State.QUEUED for r in (await rows(store)).values())
+    assert len(await store.claim({new.host_id: 10}, now=1e12, worker=B)) == 3
+    assert await store.claim({old.host_id: 10}, now=1e12, worker=A) == []
+
+
+async def test_renewal_keeps_a_lease_and_fails_once_it_is_lost(store: Engine) -> None:
+    await insert(store, url("a.test", 1))
+    (lease,) = await store.lease_hosts(A, limit=10, ttl=0.4)
+    for _ in range(3):
+        await asyncio.sleep(0.2)
+        assert await store.renew_leases(A, {lease.host_id: lease.generation}, ttl=0.4) == {
+            lease.host_id
+        }
+        assert await store.lease_hosts(B, limit=10, ttl=60) == []
+    await asyncio.sleep(0.5)
+    (taken,) = await store.lease_hosts(B, limit=10, ttl=60)
+    assert await store.renew_leases(A, {lease.host_id: lease.generation}, ttl=60) == frozenset()
+    assert await store.renew_leases(B, {taken.host_id: taken.generation}, ttl=60) == {taken.host_id}
+
+
+async def test_a_stale_completion_is_refused_and_counted(store: Engine) -> None:
+    await insert(store, url("a.test", 1))
+    (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
+    (page,) = await store.claim({old.host_id: 1}, now=1e12, worker=A)
+    await asyncio.sleep(0.3)
+    (new,) = await store.lease_hosts(B, limit=10, ttl=60)
+    (again,) = await store.claim({new.host_id: 1}, now=1e12, worker=B)
+    assert again.id == page.id
+
+    # A wakes up and reports its fetch, with a link it found and new robots rules.
+    stale = CommitBatch(
+        outcomes=[Outcome(page.id, old.host_id, State.DONE, 1, status=500, fetched_at=1.0)],
+        new_urls=[url("a.test", 2)],
+        hosts=[HostUpdate(old.host_id, robots=RobotsRecord(200, b"Disallow: /", 1.0))],
+        fence=Fence(old.host_id, old.generation),
+    )
+    stale.count("fetched")
+    result = await store.commit(merged(stale))
+    assert result.counters[STALE_COUNTER] == 1
+    assert "fetched" not in result.counters
+    counters = await store.counters()
+    assert counters[STALE_COUNTER] == 1
+    assert counters.get("fetched", 0) == 0
+    assert await store.robots(old.host_id) is None
+    state = await rows(store)
+    assert state[page.url].state == State.CLAIMED
+    assert state[page.url].status is None
+    # The link is real whoever found it: it is kept.
+    assert url("a.test", 2).url in state
+
+    fresh = CommitBatch(
+        outcomes=[Outcome(page.id, new.host_id, State.DONE, 1, status=200, fetched_at=2.0)],
+        fence=Fence(new.host_id, new.generation),
+    )
+    fresh.count("fetched")
+    await store.commit(merged(fresh))
+    assert (await rows(store))[page.url].status == 200
+    assert (await store.counters())["fetched"] == 1
+
+
+async def test_a_stale_release_changes_nothing(store: Engine) -> None:
+    await insert(store, url("a.test", 1), url("a.test", 2))
+    (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
+    await asyncio.sleep(0.3)
+    (new,) = await store.lease_hosts(B, limit=10, ttl=60)
+    await store.claim({new.host_id: 1}, now=1e12, worker=B)
+
+    await store.commit(CommitBatch(releases=[Release(old.host_id, old.generation, 9e9)]))
+    assert await queued(store) == {"a.test": 1}
+    assert await store.lease_hosts(A, limit=10, ttl=60) == []
+
+    await store.commit(CommitBatch(releases=[Release(new.host_id, new.generation, 123.0)]))
+    # B's buffered URL is queued again and the next owner inherits B's politeness time.
+    assert await queued(store) == {"a.test": 2}
+    (after,) = await store.lease_hosts(A, limit=10, ttl=60)
+    assert after.next_eligible_at == 123.0
+    assert after.generation == new.generation + 1
+
+
+async def test_recover_ends_a_workers_own_leases(store: Engine) -> None:
+    await insert(store, url("a.test", 1), url("b.test", 1))
+    leases = await store.lease_hosts(A, limit=10, ttl=600)
+    for lease in leases:
+        await store.claim({lease.host_id: 1}, now=1e12, worker=A)
+    assert await store.work_left() == 2
+    assert await store.recover(A) == 2
+    assert await queued(store) == {"a.test": 1, "b.test": 1}
+    assert len(await store.lease_hosts(B, limit=10, ttl=60)) == 2
+
+
+def merged(part: CommitBatch) -> CommitBatch:
+    """``part`` as the committer hands it to the store: merged into a batch."""
+    batch = CommitBatch()
+    merge(batch, part)
+    return batch
