@@ -31,7 +31,7 @@ async def test_each_host_is_leased_to_one_worker_at_a_time(store: Engine) -> Non
     assert len(first) == 3
     assert len(second) == 2
     assert {lease.host_id for lease in first}.isdisjoint(lease.host_id for lease in second)
-    assert all(lease.generation == 1 for lease in first + second)
+    assert all(lease.generation == 1 for lease in [*first, *second])
     assert await store.lease_hosts(B, limit=10, ttl=60) == []
 
 
