@@ -32,7 +32,23 @@ async def test_each_host_is_leased_to_one_worker_at_a_time(store: Engine) -> Non
     assert len(second) == 2
     assert {lease.host_id for lease in first}.isdisjoint(lease.host_id for lease in second)
     assert all(lease.generation == 1 for lease in [*first, *second])
+    held_by_a = {lease.host_id for lease in first}
+    held_by_b = {lease.host_id for lease in second}
+    assert await store.lease_hosts(B, limit=10, ttl=60, holding=held_by_b) == []
+    assert await store.lease_hosts(A, limit=10, ttl=60, holding=held_by_a) == []
+
+
+async def test_a_host_whose_release_is_on_its_way_can_be_leased_again(store: Engine) -> None:
+    await insert(store, url("a.test", 1))
+    (first,) = await store.lease_hosts(A, limit=10, ttl=60)
+    # A gave the host back locally, then found new work for it before the release
+    # reached the store: leasing it again starts a new generation...
+    (again,) = await store.lease_hosts(A, limit=10, ttl=60, holding=())
+    assert again.generation == first.generation + 1
+    # ...so the late release changes nothing.
+    await store.commit(CommitBatch(releases=[Release(first.host_id, first.generation, 0.0)]))
     assert await store.lease_hosts(B, limit=10, ttl=60) == []
+    assert len(await store.claim({again.host_id: 5}, now=1e12, worker=A)) == 1
 
 
 async def test_hosts_without_work_are_not_leased(store: Engine) -> None:
@@ -136,6 +152,7 @@ async def test_a_stale_release_changes_nothing(store: Engine) -> None:
     await store.commit(CommitBatch(releases=[Release(old.host_id, old.generation, 9e9)]))
     assert await queued(store) == {"a.test": 1}
     assert await store.lease_hosts(A, limit=10, ttl=60) == []
+    assert await store.lease_hosts(B, limit=10, ttl=60, holding={new.host_id}) == []
 
     await store.commit(CommitBatch(releases=[Release(new.host_id, new.generation, 123.0)]))
     # B's buffered URL is queued again and the next owner inherits B's politeness time.

@@ -95,6 +95,27 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class LeasePolicy:
+    """How this worker holds hosts: its name in the store, the lease length in seconds
+    and how many hosts it holds at most."""
+
+    worker: str = "local"
+    ttl: float = 60.0
+    max_hosts: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.ttl <= 0:
+            raise UsageError("--lease-ttl must be positive")
+        if self.max_hosts < 1:
+            raise UsageError("--max-hosts must be at least 1")
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between renewals: a held lease always has 3/4 of ``ttl`` left."""
+        return self.ttl / 4
+
+
+@dataclass(frozen=True, slots=True)
 class Timeouts:
     """Seconds allowed to connect and for one whole fetch."""
 
@@ -185,6 +206,8 @@ class CrawlConfig:
     soft_404: bool = True
     """Probe each host for an error page served with status 200 (trawl.soft404)."""
     rng_seed: int | None = None
+    leases: LeasePolicy = field(default_factory=LeasePolicy)
+    """This worker's name in the store and how it holds hosts (trawl.frontier)."""
 
     @property
     def location(self) -> StoreLocation:
@@ -201,6 +224,8 @@ class CrawlConfig:
             raise UsageError("--concurrency must be at least 1")
         if self.parse_workers is not None and self.parse_workers < 0:
             raise UsageError("--parse-workers must not be negative")
+        if self.leases.ttl < 2 * self.timeouts.total:
+            raise UsageError("--lease-ttl must be at least twice --timeout")
 
 
 # Keys accepted in a TOML config file (the long option names, with - or _).

@@ -21,7 +21,9 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from trawl.committer import Committer
 from trawl.config import CrawlConfig
@@ -43,9 +45,11 @@ from trawl.soft404 import Soft404Detector
 from trawl.store.base import (
     CommitBatch,
     CommitResult,
+    Fence,
     HostUpdate,
     Outcome,
     QueuedURL,
+    Release,
     State,
     Store,
 )
@@ -120,7 +124,15 @@ class Crawler:
         self._robots = RobotsGate(store, fetcher, self._agent, config.url_rules)
         self._soft404 = Soft404Detector(store, fetcher, enabled=config.soft_404, rng=self._rng)
         self._scheduler = HostScheduler(config.politeness, clock)
-        self._frontier = Frontier(store, self._scheduler, config.limits.memory_queue)
+        self._frontier = Frontier(
+            store,
+            self._scheduler,
+            config.limits.memory_queue,
+            config.leases,
+            on_release=self._release,
+            clock=clock,
+        )
+        self._worker = config.leases.worker
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
         self._committer = Committer(
             store, self._seen, self._on_commit, linger=COMMIT_LINGER, content=content
@@ -158,7 +170,7 @@ class Crawler:
 
     async def run(self) -> Summary:
         """Crawl until finished, out of budget or stopped; return the final summary."""
-        await self._store.recover()
+        await self._store.recover(self._worker)
         await self._seen.load()
         self._counts = dict(await self._store.counters())
         self._fetched_at_start = self._counts.get("fetched", 0)
@@ -167,14 +179,17 @@ class Crawler:
         async with asyncio.TaskGroup() as group:
             committer = group.create_task(self._committer.run())
             refill = group.create_task(self._refill_loop())
+            renew = group.create_task(self._renew_loop())
             await self._add_seeds()
             await self._dispatch_loop(group)
+            refill.cancel()
+            await self._frontier.release_all()
             await self._committer.submit(self._resolver_counts())
             await self._committer.wait_drained()
-            refill.cancel()
+            renew.cancel()
             await self._committer.close()
             await committer
-        await self._store.recover()
+        await self._store.recover(self._worker)
         elapsed = self._clock() - self._started
         await self._store.set_meta("state", self._state)
         total = float(await self._store.get_meta("elapsed") or 0.0) + elapsed
@@ -219,11 +234,12 @@ class Crawler:
         return self._scheduler.inflight + self._extracting + self._committer.pending
 
     async def finished(self) -> bool:
-        """Nothing buffered, in flight, waiting to commit, being claimed, or queued in the store."""
+        """Nothing buffered, in flight, waiting to commit, being claimed, or queued or
+        handed out (to any worker) in the store."""
         busy = self._scheduler.buffered or self._active()
         if busy or self._frontier.refilling:
             return False
-        return (await self._store.counters()).get("queued", 0) == 0
+        return await self._store.work_left() == 0
 
     async def _dispatch_loop(self, group: asyncio.TaskGroup) -> None:
         concurrency = self._config.concurrency
@@ -255,48 +271,84 @@ class Crawler:
             await self._wake.wait()
 
     def _dispatch(self, slot: HostSlot, group: asyncio.TaskGroup) -> None:
+        if not self._frontier.may_dispatch(slot, self._config.timeouts.total):
+            # The lease is lost or runs out before a fetch could end: wait for the
+            # renewal (or the loss) instead of risking two workers on one host.
+            if slot.generation is not None:
+                self._scheduler.pause(slot, self._config.leases.renew_every / 4)
+            return
+        assert slot.generation is not None
+        fence = Fence(slot.id, slot.generation)
         if not slot.resolved:
             # Resolve first, so that the per-address limit covers the host's first request.
             slot.resolving = True
-            group.create_task(self._resolve_job(slot))
+            self._spawn(group, slot, self._resolve_job(slot, fence))
             return
         if slot.needs_robots(self._clock()):
             slot.robots_pending = True
             self._scheduler.started(slot)
-            group.create_task(self._robots_job(slot))
+            self._spawn(group, slot, self._robots_job(slot, fence))
             return
         if self._soft404.wants_probe(slot.id) and slot.refused is None:
             # The soft-404 probe takes the host's first turn after robots.txt.
             self._scheduler.started(slot)
-            group.create_task(self._soft404_job(slot, slot.queue[0].url))
+            self._spawn(group, slot, self._soft404_job(slot, slot.queue[0].url, fence))
             return
         url = self._scheduler.take(slot)
         if self._frontier.runs_low(slot):
             self._refill_wanted.set()
         rules = slot.robots or DISALLOW_ALL
         if slot.refused is not None:
-            refused = CommitBatch()
+            refused = CommitBatch(fence=fence)
             self._refuse(refused, url, slot.refused)
-            group.create_task(self._committer.submit(refused))
+            self._spawn(group, slot, self._committer.submit(refused))
             self._scheduler.requeue(slot)
             return
         if not rules.allowed(url.url):
             reason = "robots_unavailable" if rules is DISALLOW_ALL else None
-            group.create_task(self._blocked(url, reason))
+            self._spawn(group, slot, self._blocked(url, reason, fence))
             self._scheduler.requeue(slot)
             return
         self._scheduler.started(slot)
         self._dispatched += 1
-        group.create_task(self._page_job(slot, url))
+        self._spawn(group, slot, self._page_job(slot, url, fence))
+
+    @staticmethod
+    def _spawn(group: asyncio.TaskGroup, slot: HostSlot, job: Coroutine[Any, Any, None]) -> None:
+        """Run a job of the host; the host counts it as unsettled until the job has
+        handed its results to the committer (a held host is not given back before)."""
+        slot.unsettled += 1
+
+        async def settle() -> None:
+            try:
+                await job
+            finally:
+                slot.unsettled -= 1
+
+        group.create_task(settle())
+
+    async def _release(self, release: Release) -> None:
+        """Write a host's release after every result of it handed in so far."""
+        await self._committer.submit(CommitBatch(releases=[release]))
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.leases.renew_every)
+            await self._frontier.renew()
+            self._wake.set()
 
     async def _refill_loop(self) -> None:
         while True:
             await self._refill_wanted.wait(REFILL_PERIOD)
+            if not self._refill_wanted.is_set():
+                await self._frontier.look()
             self._refill_wanted.clear()
             if await self._frontier.refill():
                 self._wake.set()
 
     def _on_commit(self, result: CommitResult) -> None:
+        if result.released:
+            self._frontier.released(result.released)
         for name, value in result.counters.items():
             self._counts[name] = self._counts.get(name, 0) + value
         if result.hosts_with_new_work:
@@ -308,9 +360,9 @@ class Crawler:
 
     # -- hosts ---------------------------------------------------------------------------
 
-    async def _resolve_job(self, slot: HostSlot) -> None:
+    async def _resolve_job(self, slot: HostSlot, fence: Fence) -> None:
         address: str | None = None
-        batch = CommitBatch()
+        batch = CommitBatch(fence=fence)
         try:
             address = await self._fetcher.address_of(hostname(slot.queue[0].url))
         except BlockedAddress:
@@ -350,10 +402,10 @@ class Crawler:
 
     # -- robots --------------------------------------------------------------------------
 
-    async def _robots_job(self, slot: HostSlot) -> None:
+    async def _robots_job(self, slot: HostSlot, fence: Fence) -> None:
         started = self._clock()
         answer = await self._robots.check(slot.id, slot.queue[0].url)
-        batch = CommitBatch()
+        batch = CommitBatch(fence=fence)
         if answer.fetched:
             batch.count("robots_fetches")
         pause = 0.0
@@ -392,10 +444,10 @@ class Crawler:
         await self._committer.submit(batch)
         self._wake.set()
 
-    async def _soft404_job(self, slot: HostSlot, some_url: str) -> None:
+    async def _soft404_job(self, slot: HostSlot, some_url: str, fence: Fence) -> None:
         rules = slot.robots or DISALLOW_ALL
         answer = await self._soft404.probe(slot.id, some_url, rules.allowed)
-        batch = CommitBatch()
+        batch = CommitBatch(fence=fence)
         if answer.fetched:
             batch.count("soft_404_probes")
         if answer.record is not None:
@@ -419,15 +471,15 @@ class Crawler:
         batch.count("failed")
         batch.count(f"error:{reason}")
 
-    async def _blocked(self, url: QueuedURL, reason: str | None) -> None:
-        batch = CommitBatch()
+    async def _blocked(self, url: QueuedURL, reason: str | None, fence: Fence) -> None:
+        batch = CommitBatch(fence=fence)
         self._block(batch, url, reason)
         await self._committer.submit(batch)
 
-    async def _page_job(self, slot: HostSlot, url: QueuedURL) -> None:
+    async def _page_job(self, slot: HostSlot, url: QueuedURL, fence: Fence) -> None:
         result = await self._fetcher.fetch(url.url, accept=is_html)
         wall = time.time()
-        batch = CommitBatch()
+        batch = CommitBatch(fence=fence)
         batch.count("requests")
         attempts = url.attempts + 1
         extra_wait = 0.0

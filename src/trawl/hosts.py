@@ -72,10 +72,22 @@ class HostSlot:
     trips: int = 0
     """Times the circuit breaker has paused the host."""
     heap_key: float | None = None
+    generation: int | None = None
+    """The generation of this worker's lease on the host (None: not held)."""
+    lease_deadline: float = 0.0
+    """When the lease runs out unless renewed (clock time)."""
+    unsettled: int = 0
+    """Jobs of the host started and not yet handed to the committer."""
 
     def needs_robots(self, now: float) -> bool:
         """True when robots.txt must be (re)fetched before the next URL."""
         return not self.robots_pending and (self.robots is None or now >= self.robots_expires)
+
+    def idle(self) -> bool:
+        """Nothing buffered, in flight, being resolved or waiting to be committed."""
+        return not (
+            self.queue or self.inflight or self.unsettled or self.robots_pending or self.resolving
+        )
 
 
 class HostScheduler:
@@ -223,7 +235,12 @@ class HostScheduler:
             for host_id in waiting:
                 self._schedule(self._slots[host_id])
 
+    def hold(self, slot: HostSlot, until: float) -> None:
+        """Keep the host idle until clock time ``until`` (the time a previous owner of its
+        lease left it at)."""
+        slot.next_ready = max(slot.next_ready, until)
+        self._schedule(slot)
+
     def pause(self, slot: HostSlot, seconds: float) -> None:
         """Keep the host idle for ``seconds`` from now (robots.txt unavailable)."""
-        slot.next_ready = max(slot.next_ready, self._clock() + seconds)
-        self._schedule(slot)
+        self.hold(slot, self._clock() + seconds)

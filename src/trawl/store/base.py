@@ -24,7 +24,7 @@ URLs they count.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -304,6 +304,8 @@ class CommitResult:
     inserted: int
     hosts_with_new_work: frozenset[int]
     counters: Mapping[str, int]
+    released: frozenset[int] = frozenset()
+    """Hosts whose release the batch carried (held or stale, the release is settled)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,13 +380,17 @@ class Store(Protocol):
         ``worker`` (all hosts when None); an exclusive one for every host."""
         ...
 
-    async def lease_hosts(self, worker: str, limit: int, ttl: float) -> Sequence[Lease]:
+    async def lease_hosts(
+        self, worker: str, limit: int, ttl: float, holding: Collection[int] = ()
+    ) -> Sequence[Lease]:
         """Lease up to ``limit`` hosts with work to ``worker`` for ``ttl`` seconds, soonest
         eligible first, in one transaction that skips hosts other leasers hold locked.
 
-        A host is free when it has no lease or its lease expired; each lease raises the
-        host's generation. A host taken over from an expired lease gets its CLAIMED URLs
-        back in the queue (the old owner never answered them).
+        A host is free when it has no lease, its lease expired, or it is leased to
+        ``worker`` but not among the hosts it is ``holding`` (its release is not
+        committed yet; the new generation makes that release stale). Each lease raises
+        the host's generation. A host taken over from an earlier lease gets its CLAIMED
+        URLs back in the queue (nobody answers them any more).
         """
         ...
 

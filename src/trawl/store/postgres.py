@@ -19,7 +19,7 @@ them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 import psycopg
@@ -105,14 +105,16 @@ WITH mine AS (
 )
 SELECT count(*) FROM requeued
 """
-# Free hosts with work (no lease, or an expired one), soonest eligible first; rows another
-# leaser holds locked are skipped, not waited for. A host taken over from an expired
-# lease gets its CLAIMED URLs back in the queue.
+# Free hosts with work (no lease, an expired one, or one of this worker's that it no
+# longer holds: a release still on its way), soonest eligible first; rows another leaser
+# holds locked are skipped, not waited for. A host taken over from an expired lease gets
+# its CLAIMED URLs back in the queue.
 _LEASE = f"""
 WITH free AS (
     SELECT id, lease_owner IS NOT NULL AS taken_over FROM hosts
     WHERE (queued > 0 OR claimed > 0)
-      AND (lease_owner IS NULL OR lease_expires_at < {_NOW})
+      AND (lease_owner IS NULL OR lease_expires_at < {_NOW} OR lease_owner = %(worker)s)
+      AND id <> ALL(%(holding)s::bigint[])
     ORDER BY next_eligible_at, id LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), requeued AS (
@@ -526,9 +528,12 @@ class PostgresStore(AsyncResource):
         row = await requeued.fetchone()
         return int(row[0]) if row else 0
 
-    async def lease_hosts(self, worker: str, limit: int, ttl: float) -> Sequence[Lease]:
+    async def lease_hosts(
+        self, worker: str, limit: int, ttl: float, holding: Collection[int] = ()
+    ) -> Sequence[Lease]:
+        params = {"worker": worker, "limit": limit, "ttl": ttl, "holding": sorted(holding)}
         async with self._connection() as conn:
-            cursor = await conn.execute(_LEASE, {"worker": worker, "limit": limit, "ttl": ttl})
+            cursor = await conn.execute(_LEASE, params)
             rows = await cursor.fetchall()
         return [Lease(*row) for row in sorted(rows, key=lambda r: (r[3], r[0]))]
 
@@ -668,6 +673,7 @@ class PostgresStore(AsyncResource):
             inserted=added,
             hosts_with_new_work=frozenset(hosts_with_new_work),
             counters=counters,
+            released=frozenset(r.host_id for r in batch.releases),
         )
 
     async def _answer(self, conn: AsyncConnection[Any], outcomes: Sequence[Outcome]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self, TypeVar
@@ -224,18 +224,22 @@ class SQLiteStore(AsyncResource):
 
         return await self._run(work)
 
-    async def lease_hosts(self, worker: str, limit: int, ttl: float) -> Sequence[Lease]:
+    async def lease_hosts(
+        self, worker: str, limit: int, ttl: float, holding: Collection[int] = ()
+    ) -> Sequence[Lease]:
         def work(db: sqlite3.Connection) -> list[Lease]:
             now = time.time()
             rows = db.execute(
                 "SELECT id, name, lease_owner, next_eligible_at FROM hosts "
                 "WHERE (queued > 0 OR claimed > 0) "
-                "AND (lease_owner IS NULL OR lease_expires_at < ?) "
+                "AND (lease_owner IS NULL OR lease_expires_at < ? OR lease_owner = ?) "
                 "ORDER BY next_eligible_at, id LIMIT ?",
-                (now, limit),
+                (now, worker, limit + len(holding)),
             ).fetchall()
             leases: list[Lease] = []
             for host_id, name, previous, next_eligible_at in rows:
+                if host_id in holding or len(leases) >= limit:
+                    continue
                 if previous is not None:
                     _requeue_claimed(db, host_id)
                 (generation,) = db.execute(
@@ -601,4 +605,5 @@ def _apply(
         inserted=inserted,
         hosts_with_new_work=frozenset(hosts_with_new_work),
         counters=counters,
+        released=frozenset(r.host_id for r in batch.releases),
     )
