@@ -4,6 +4,7 @@ per crawl, and ``--fresh``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -15,10 +16,11 @@ import pytest
 
 from conftest import CrawlRunner, expected_hits, page_requests
 from pg import connect, drop_schema
-from trawl.errors import UsageError
 from trawl.runner import read_summary
+from trawl.store.base import CommitBatch, NewURL
 from trawl.store.location import StoreLocation
 from trawl.testsite import SiteServer, generate_site
+from trawl.urls import url_hash
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -56,20 +58,21 @@ async def test_a_crawl_on_postgresql_matches_the_ground_truth(
     assert not (tmp_path / "crawl.db").exists()
 
 
-async def test_one_crawl_process_per_postgresql_crawl(crawl_name: str, tmp_path: Path) -> None:
+async def test_a_crawl_shows_running_while_a_worker_holds_a_lease(
+    crawl_name: str, tmp_path: Path
+) -> None:
     location = StoreLocation(tmp_path, PG_URL, crawl_name)
-    async with location.open(exclusive=True) as store:
+    async with location.open() as store, location.open() as other:
         await store.set_meta("state", "running")
-        with pytest.raises(UsageError, match="another trawl is already crawling"):
-            async with location.open(exclusive=True):
-                pass
-        async with location.open(readonly=True) as reader:
-            assert (await reader.counters())["discovered"] == 0
+        seed = "http://a.test/"
+        await store.commit(CommitBatch(new_urls=[NewURL(url_hash(seed), seed, "a.test", 0)]))
+        assert (await other.counters())["discovered"] == 1
+        assert (await read_summary(location)).state == "stopped (resumable)"
+        await other.lease_hosts("worker-1", limit=10, ttl=0.5)
         assert (await read_summary(location)).state == "running"
-    # The process is gone but never recorded its end (a kill -9): resumable.
-    assert (await read_summary(location)).state == "stopped (resumable)"
-    async with location.open(exclusive=True):
-        pass
+        # The worker never recorded its end (a kill -9) and its lease ran out: resumable.
+        await asyncio.sleep(0.7)
+        assert (await read_summary(location)).state == "stopped (resumable)"
 
 
 def trawl(*args: str) -> subprocess.CompletedProcess[str]:

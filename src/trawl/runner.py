@@ -93,7 +93,6 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
     async with contextlib.AsyncExitStack() as stack:
         store = await stack.enter_async_context(
             config.location.open(
-                exclusive=True,
                 page_budget=config.limits.max_pages_per_host,
                 discovery_budget=config.limits.discovery_budget,
             )
@@ -214,4 +213,4 @@ async def _still_running(location: StoreLocation) -> bool:
     """Whether a trawl process is crawling at ``location`` now."""
     if location.dsn is None:
         return crawl_running(location.data_dir)
-    return await location.locked()
+    return await location.leased()

@@ -50,12 +50,10 @@ class StoreLocation:
         self,
         *,
         readonly: bool = False,
-        exclusive: bool = False,
         page_budget: int | None = None,
         discovery_budget: int | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Store]:
-        """The store, to be opened with ``async with``. ``exclusive`` refuses a second
-        crawl process on a PostgreSQL crawl (the data dir's lock does that for SQLite)."""
+        """The store, to be opened with ``async with``."""
         if self.dsn is None:
             return SQLiteStore(
                 self.data_dir,
@@ -65,20 +63,18 @@ class StoreLocation:
             )
         return self._postgres(
             readonly=readonly,
-            exclusive=exclusive,
             page_budget=page_budget,
             discovery_budget=discovery_budget,
         )
 
-    async def locked(self) -> bool:
-        """Whether a crawl process has this PostgreSQL crawl open."""
-        return await self._postgres().locked()
+    async def leased(self) -> bool:
+        """Whether a worker is at work on this PostgreSQL crawl (holds a live lease)."""
+        return await self._postgres().leased()
 
     def _postgres(
         self,
         *,
         readonly: bool = False,
-        exclusive: bool = False,
         page_budget: int | None = None,
         discovery_budget: int | None = None,
     ) -> PostgresStore:
@@ -91,7 +87,6 @@ class StoreLocation:
             self.dsn,
             schema=self.schema,
             readonly=readonly,
-            exclusive=exclusive,
             page_budget=page_budget,
             discovery_budget=discovery_budget,
         )

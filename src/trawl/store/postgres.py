@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from trawl.errors import StoreError, UsageError
+from trawl.errors import StoreError
 from trawl.neardup import Blocks
 from trawl.resource import AsyncResource
 from trawl.store.base import (
@@ -326,9 +326,8 @@ class PostgresStore(AsyncResource):
     """Store engine on a PostgreSQL database, in ``schema`` (None: the server's default).
 
     ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
-    A ``readonly`` store neither creates nor migrates anything. An ``exclusive`` store
-    holds a session advisory lock on its schema while open, so a second exclusive opener
-    is refused (one crawl process per crawl until workers share it through leases).
+    A ``readonly`` store neither creates nor migrates anything. Any number of processes
+    may open one store: they share its hosts through leases.
     """
 
     def __init__(
@@ -339,11 +338,8 @@ class PostgresStore(AsyncResource):
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         readonly: bool = False,
-        exclusive: bool = False,
     ) -> None:
         self._dsn = dsn
-        self._exclusive = exclusive
-        self._holder: AsyncConnection[Any] | None = None
         self._schema = schema
         self._page_budget = page_budget
         self._discovery_budget = discovery_budget
@@ -364,8 +360,6 @@ class PostgresStore(AsyncResource):
     async def __aenter__(self) -> Self:
         try:
             with self._guard():
-                if self._exclusive:
-                    await self._lock()
                 await self._open()
         except BaseException:
             await self.close()
@@ -399,8 +393,6 @@ class PostgresStore(AsyncResource):
         self._closed = True
         if self._pool is not None:
             await self._pool.close()
-        if self._holder is not None:
-            await self._holder.close()
 
     async def drop(self) -> None:
         """Delete the crawl kept in this store's schema, everything in it (``--fresh``);
@@ -414,32 +406,19 @@ class PostgresStore(AsyncResource):
             ) as conn:
                 await conn.execute(statement)
 
-    async def _lock(self) -> None:
-        """Take the schema's session lock on a connection held until :meth:`close`."""
-        holder = await AsyncConnection.connect(
-            self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-        )
-        if not await self._try_lock(holder):
-            await holder.close()
-            raise UsageError(f"another trawl is already crawling {self.name}")
-        self._holder = holder
-
-    async def _try_lock(self, conn: AsyncConnection[Any]) -> bool:
-        cursor = await conn.execute(
-            "SELECT pg_try_advisory_lock(hashtext('trawl crawl ' || %s))", (self._schema or "",)
-        )
-        row = await cursor.fetchone()
-        return row is not None and bool(row[0])
-
-    async def locked(self) -> bool:
-        """Whether a crawl process has this crawl open (an exclusive store holds its lock);
-        the store need not be open."""
+    async def leased(self) -> bool:
+        """Whether any worker holds a live lease on a host of this crawl (a worker is at
+        work on it); the store need not be open."""
         with self._guard():
             async with await AsyncConnection.connect(
                 self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
             ) as conn:
-                # Taken here means nobody held it; closing the connection lets it go.
-                return not await self._try_lock(conn)
+                await self._configure(conn)
+                cursor = await conn.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM hosts WHERE lease_expires_at >= {_NOW})"
+                )
+                row = await cursor.fetchone()
+        return row is not None and bool(row[0])
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
