@@ -20,6 +20,8 @@ SERVER = "host=127.0.0.1 port=5432 user=postgres connect_timeout=5"
 DATABASE = "test"
 DSN = f"{SERVER} dbname={DATABASE}"
 """The test database's connection string."""
+URL = f"postgresql://postgres@127.0.0.1:5432/{DATABASE}"
+"""The same database as a URL, as ``--store`` takes it."""
 
 
 def connect(schema: str | None = None) -> psycopg.Connection[tuple[Any, ...]]:

@@ -15,14 +15,13 @@ from pathlib import Path
 import pytest
 
 from conftest import CrawlRunner, expected_hits, page_requests
+from pg import URL as PG_URL
 from pg import connect, drop_schema
 from trawl.runner import read_summary
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.location import StoreLocation
 from trawl.testsite import SiteServer, generate_site
 from trawl.urls import url_hash
-
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture

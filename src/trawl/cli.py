@@ -21,11 +21,13 @@ from trawl import __version__
 from trawl.config import (
     Breaker,
     CrawlConfig,
+    LeasePolicy,
     Limits,
     Politeness,
     ScopeConfig,
     Timeouts,
     default_user_agent,
+    default_worker_id,
     load_config_file,
     parse_networks,
     parse_resolve,
@@ -35,7 +37,7 @@ from trawl.exporter import export_rows
 from trawl.retry import RetryPolicy
 from trawl.runner import read_summary, run_crawl
 from trawl.scope import ScopeMode
-from trawl.store.location import DEFAULT_CRAWL, StoreLocation
+from trawl.store.location import DEFAULT_CRAWL, StoreLocation, newest_unfinished
 from trawl.summary import Summary
 from trawl.urls import NormalizeRules
 
@@ -101,6 +103,14 @@ _CRAWL_OPTIONS = [
     click.option("--crawl", metavar="NAME", default=DEFAULT_CRAWL,
                  help="Which crawl in the --store database (schema trawl_NAME)."),
     click.option("--fresh", is_flag=True, help="Start over instead of resuming."),
+    click.option("--worker-id", metavar="NAME",
+                 help="This process's name among the workers of a crawl "
+                      "(default: host name and data dir)."),
+    click.option("--lease-ttl", type=float, default=60.0,
+                 help="Seconds a host stays leased to this process without renewal; "
+                      "at least twice --timeout."),
+    click.option("--max-hosts", type=int, default=1024,
+                 help="Hosts this process holds leases on at once."),
     click.option("--memory-queue", type=int, default=10_000, help="URLs buffered in RAM."),
     click.option("--expected-urls", type=int, default=10_000_000,
                  help="Sizes the Bloom filter (1%% false positives)."),
@@ -219,6 +229,12 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         events=_optional(Path, values.get("events")),
         store=_store_location(values),
         fresh=bool(values.get("fresh")),
+        leases=LeasePolicy(
+            worker=str(values.get("worker_id") or default_worker_id(Path(values["data_dir"]))),
+            ttl=float(values.get("lease_ttl", 60.0)),
+            max_hosts=int(values.get("max_hosts", 1024)),
+        ),
+        join=bool(values.get("join")),
         honour_nofollow=not values.get("ignore_nofollow"),
         soft_404=not values.get("no_soft_404"),
         rng_seed=_optional(int, values.get("seed")),
@@ -287,6 +303,43 @@ def crawl(ctx: click.Context, /, seeds: tuple[str, ...], **params: Any) -> None:
     if not seeds:
         raise UsageError("give at least one seed URL")
     summary = crawl_and_report(build_config(seeds, values), values)
+    if summary.state == "interrupted":
+        sys.exit(130)
+
+
+_WORKER_LOCAL = (
+    "data_dir", "concurrency", "parse_workers", "resolve", "allow_network", "nameserver",
+    "memory_queue", "expected_urls", "max_time", "warc", "warc_max_size", "text",
+    "text_skip_near_duplicates", "events", "worker_id", "lease_ttl", "max_hosts", "as_json",
+    "progress",
+)  # fmt: skip
+"""The options ``trawl worker`` takes: what belongs to the machine, not to the crawl."""
+
+
+def _worker_params() -> list[click.Parameter]:
+    by_name = {param.name: param for param in crawl.params}
+    return [
+        click.Option(["--store"], metavar="DSN", required=True,
+                     help="The PostgreSQL database of the crawl (postgresql://...)."),
+        click.Option(["--crawl"], metavar="NAME",
+                     help="Which crawl to join (default: the newest unfinished one)."),
+        *(by_name[name] for name in _WORKER_LOCAL),
+    ]  # fmt: skip
+
+
+@cli.command(params=_worker_params())
+def worker(**params: Any) -> None:
+    """Join a crawl kept in a PostgreSQL database and work on it until it is done.
+
+    Scope, politeness, budgets and the rest of the crawl's policy come from the store,
+    as `trawl crawl --store` wrote them; only machine-local options are taken here.
+    """
+    values = crawl.make_context("worker", [], resilient_parsing=True).params
+    values.update(params)
+    if values["crawl"] is None:
+        values["crawl"] = asyncio.run(newest_unfinished(str(values["store"])))
+    values["join"] = True
+    summary = crawl_and_report(build_config((), values), values)
     if summary.state == "interrupted":
         sys.exit(130)
 

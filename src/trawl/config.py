@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -163,6 +164,14 @@ class ScopeConfig:
                 raise UsageError(f"bad regular expression {pattern!r}: {exc}") from exc
 
 
+def default_worker_id(data_dir: Path) -> str:
+    """A worker's default name: its machine and data dir. Unique among running workers
+    (a data dir has one crawl process at a time) and the same after a restart, so a
+    restarted worker takes its own hosts back at once instead of waiting for its leases
+    to expire."""
+    return f"{socket.gethostname()}:{data_dir.resolve()}"
+
+
 def default_user_agent(contact: str | None) -> str:
     """The User-Agent trawl sends: its name, version and, if given, a contact URL."""
     suffix = f"; +{contact}" if contact else ""
@@ -208,11 +217,19 @@ class CrawlConfig:
     rng_seed: int | None = None
     leases: LeasePolicy = field(default_factory=LeasePolicy)
     """This worker's name in the store and how it holds hosts (trawl.frontier)."""
+    join: bool = False
+    """Join a crawl that exists, under the policy stored with it (``trawl worker``)."""
 
     @property
     def location(self) -> StoreLocation:
         """The crawl's store: ``store``, or SQLite in ``data_dir``."""
         return self.store or StoreLocation(self.data_dir)
+
+    def check_leases(self) -> None:
+        """A lease must outlast a whole fetch with room for renewals. Checked once the
+        policy is known (a worker takes ``timeouts`` from the crawl it joins)."""
+        if self.leases.ttl < 2 * self.timeouts.total:
+            raise UsageError("--lease-ttl must be at least twice --timeout")
 
     @property
     def content(self) -> bool:
@@ -224,8 +241,6 @@ class CrawlConfig:
             raise UsageError("--concurrency must be at least 1")
         if self.parse_workers is not None and self.parse_workers < 0:
             raise UsageError("--parse-workers must not be negative")
-        if self.leases.ttl < 2 * self.timeouts.total:
-            raise UsageError("--lease-ttl must be at least twice --timeout")
 
 
 # Keys accepted in a TOML config file (the long option names, with - or _).
@@ -239,7 +254,7 @@ _CONFIG_KEYS = frozenset(
         "parse_workers", "allow_network", "per_ip", "max_depth", "max_pages_per_host",
         "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
         "breaker_pause", "breaker_trips", "no_soft_404", "text", "text_skip_near_duplicates",
-        "events", "store", "crawl",
+        "events", "store", "crawl", "worker_id", "lease_ttl", "max_hosts",
     }
 )  # fmt: skip
 

@@ -35,6 +35,7 @@ from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
 from trawl.parser import is_html
+from trawl.policy import POLICY_KEY, policy_json
 from trawl.resolver import BlockedAddress
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import DISALLOW_ALL, agent_token
@@ -176,6 +177,10 @@ class Crawler:
         self._fetched_at_start = self._counts.get("fetched", 0)
         self._started = self._clock()
         await self._store.set_meta("state", "running")
+        if not self._config.join:
+            await self._store.set_meta(POLICY_KEY, policy_json(self._config))
+        if await self._store.get_meta("created_at") is None:
+            await self._store.set_meta("created_at", f"{time.time():.3f}")
         async with asyncio.TaskGroup() as group:
             committer = group.create_task(self._committer.run())
             refill = group.create_task(self._refill_loop())
@@ -195,8 +200,12 @@ class Crawler:
         total = float(await self._store.get_meta("elapsed") or 0.0) + elapsed
         await self._store.set_meta("elapsed", f"{total:.3f}")
         counters = await self._store.counters()
+        mine = self._counts.get("fetched", 0) - self._fetched_at_start
         return Summary.from_counters(
-            counters, state=self._state, elapsed=elapsed, fetched_before=self._fetched_at_start
+            counters,
+            state=self._state,
+            elapsed=elapsed,
+            fetched_before=counters.get("fetched", 0) - mine,
         )
 
     def _resolver_counts(self) -> CommitBatch:

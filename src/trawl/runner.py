@@ -28,6 +28,7 @@ from trawl.events import EventWriter
 from trawl.extract import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetcher import Fetcher
 from trawl.netguard import AddressPolicy
+from trawl.policy import POLICY_KEY, with_policy
 from trawl.progress import show_progress
 from trawl.resolver import AiodnsBackend, GuardedResolver
 from trawl.robots import agent_token
@@ -138,9 +139,21 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
         yield Crawler(config, store, fetcher, extract, content=content)
 
 
+async def _joined(config: CrawlConfig) -> CrawlConfig:
+    """A worker's ``config`` under the policy stored with the crawl it joins."""
+    async with config.location.open(readonly=True) as store:
+        stored = await store.get_meta(POLICY_KEY)
+    if stored is None:
+        raise UsageError("that crawl has no stored policy: start it with trawl crawl --store")
+    return with_policy(config, stored)
+
+
 async def _run(config: CrawlConfig, console: Console | None) -> Summary:
     if config.fresh:
         await config.location.remove()
+    if config.join:
+        config = await _joined(config)
+    config.check_leases()
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     async with build_engine(config) as crawler:

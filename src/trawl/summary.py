@@ -54,6 +54,9 @@ class Summary:
     content: Mapping[str, int]
     elapsed: float
     pages_per_second: float
+    fetched_this_run: int = 0
+    """Pages this process fetched in the span ``elapsed`` covers (other workers' and
+    earlier runs' fetches left out)."""
 
     @classmethod
     def from_counters(
@@ -62,7 +65,8 @@ class Summary:
         """Build the summary from store counters.
 
         ``elapsed`` is the time the figures cover; ``fetched_before`` is how many fetches
-        happened outside it (earlier runs), so the rate counts only this span's pages.
+        happened outside it (earlier runs, other workers), so the rate counts only this
+        span's pages.
         """
         fetched = counters.get("fetched", 0)
         rate = (fetched - fetched_before) / elapsed if elapsed > 0 else 0.0
@@ -98,6 +102,7 @@ class Summary:
             content={name: counters[name] for name in CONTENT_COUNTERS if counters.get(name)},
             elapsed=round(elapsed, 3),
             pages_per_second=round(rate, 1),
+            fetched_this_run=fetched - fetched_before,
         )
 
     def to_json(self) -> str:

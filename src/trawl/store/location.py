@@ -99,3 +99,13 @@ class StoreLocation:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.data_dir / f"{DB_NAME}{suffix}")
+
+
+async def newest_unfinished(dsn: str) -> str:
+    """The name of the newest crawl in the ``dsn`` database that is not done."""
+    from trawl.store.postgres import crawls
+
+    unfinished = [c for c in await crawls(dsn, SCHEMA_PREFIX) if c.state != "done"]
+    if not unfinished:
+        raise UsageError("no unfinished crawl to join in that database")
+    return max(unfinished, key=lambda c: (c.created, c.name)).name

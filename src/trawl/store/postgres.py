@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Self
 
 import psycopg
@@ -780,3 +781,40 @@ class PostgresStore(AsyncResource):
         async for rows in pages_by_id(page):
             for row in rows:
                 yield export_row(row)
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlEntry:
+    """A crawl kept in a database: its name, state and creation time (wall clock)."""
+
+    name: str
+    state: str | None
+    created: float
+
+
+async def crawls(dsn: str, prefix: str) -> list[CrawlEntry]:
+    """Every crawl of the ``dsn`` database: the schemas named ``prefix`` + NAME that hold
+    a crawl's ``meta`` table."""
+    found: list[CrawlEntry] = []
+    try:
+        async with await AsyncConnection.connect(
+            dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+        ) as conn:
+            cursor = await conn.execute(
+                "SELECT table_schema FROM information_schema.tables "
+                "WHERE table_name = 'meta' AND starts_with(table_schema, %s)",
+                (prefix,),
+            )
+            for (schema,) in await cursor.fetchall():
+                meta = sql.SQL("SELECT key, value FROM {}.meta").format(sql.Identifier(schema))
+                values: dict[str, str] = dict(await (await conn.execute(meta)).fetchall())
+                found.append(
+                    CrawlEntry(
+                        schema.removeprefix(prefix),
+                        values.get("state"),
+                        float(values.get("created_at") or 0.0),
+                    )
+                )
+    except psycopg.Error as exc:
+        raise StoreError(f"store: {' '.join(str(exc).split())}") from exc
+    return found

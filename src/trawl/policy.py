@@ -1,0 +1,102 @@
+"""The crawl's policy, kept in the store so that every worker obeys the same one.
+
+``trawl crawl`` writes it (meta key ``policy``, JSON) each time it starts; ``trawl
+worker`` reads it and takes from its own command line only what belongs to the machine:
+concurrency, extract workers, memory, the resolver and the networks it may reach, the
+output files, how it holds leases, and how long this run may last.
+
+In the policy: seeds, scope, politeness (per host, per address, delays), the page and
+discovery budgets, depth and size caps, timeouts, retries, the circuit breaker, URL
+normalisation, the User-Agent, nofollow and the soft-404 probe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from trawl.config import Breaker, CrawlConfig, Limits, Politeness, ScopeConfig, Timeouts
+from trawl.errors import StoreError
+from trawl.retry import RetryPolicy
+from trawl.scope import ScopeMode
+from trawl.urls import NormalizeRules
+
+POLICY_KEY = "policy"
+"""The ``meta`` key the policy is stored under."""
+_LOCAL_LIMITS = ("max_time", "memory_queue", "expected_urls", "bloom_error")
+"""Limits that belong to one worker's run, not to the crawl."""
+
+
+def policy_json(config: CrawlConfig) -> str:
+    """The crawl-wide part of ``config``, as stored."""
+    limits = dataclasses.asdict(config.limits)
+    for name in _LOCAL_LIMITS:
+        del limits[name]
+    rules = config.url_rules
+    data: dict[str, Any] = {
+        "seeds": list(config.seeds),
+        "scope": {
+            "mode": config.scope.mode.value,
+            "include": list(config.scope.include),
+            "exclude": list(config.scope.exclude),
+        },
+        "politeness": dataclasses.asdict(config.politeness),
+        "limits": limits,
+        "timeouts": dataclasses.asdict(config.timeouts),
+        "retry": {
+            "base": config.retry.base,
+            "cap": config.retry.cap,
+            "attempts": config.retry.attempts,
+            "statuses": sorted(config.retry.statuses),
+        },
+        "breaker": dataclasses.asdict(config.breaker),
+        "url_rules": {
+            "strip_params": sorted(rules.strip_params),
+            "strip_prefixes": list(rules.strip_prefixes),
+            "max_length": rules.max_length,
+            "max_path_depth": rules.max_path_depth,
+        },
+        "user_agent": config.user_agent,
+        "honour_nofollow": config.honour_nofollow,
+        "soft_404": config.soft_404,
+    }
+    return json.dumps(data, sort_keys=True)
+
+
+def with_policy(config: CrawlConfig, stored: str) -> CrawlConfig:
+    """``config`` (a worker's local options) under the stored crawl policy."""
+    try:
+        data = json.loads(stored)
+        local = {name: getattr(config.limits, name) for name in _LOCAL_LIMITS}
+        retry, rules, scope = data["retry"], data["url_rules"], data["scope"]
+        return dataclasses.replace(
+            config,
+            seeds=tuple(str(seed) for seed in data["seeds"]),
+            scope=ScopeConfig(
+                mode=ScopeMode(scope["mode"]),
+                include=tuple(scope["include"]),
+                exclude=tuple(scope["exclude"]),
+            ),
+            politeness=Politeness(**data["politeness"]),
+            limits=Limits(**data["limits"], **local),
+            timeouts=Timeouts(**data["timeouts"]),
+            retry=RetryPolicy(
+                base=retry["base"],
+                cap=retry["cap"],
+                attempts=retry["attempts"],
+                statuses=frozenset(retry["statuses"]),
+            ),
+            breaker=Breaker(**data["breaker"]),
+            url_rules=NormalizeRules(
+                strip_params=frozenset(rules["strip_params"]),
+                strip_prefixes=tuple(rules["strip_prefixes"]),
+                max_length=rules["max_length"],
+                max_path_depth=rules["max_path_depth"],
+            ),
+            user_agent=str(data["user_agent"]),
+            honour_nofollow=bool(data["honour_nofollow"]),
+            soft_404=bool(data["soft_404"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"the crawl's stored policy is unreadable ({exc!r})") from exc

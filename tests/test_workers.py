@@ -1,0 +1,274 @@
+"""Many workers on one PostgreSQL crawl: real ``trawl crawl --store`` and ``trawl worker``
+processes share the multi-host test site through host leases.
+
+The server's log is the judge of politeness (at most one request in flight per host at
+any moment, over all workers) and of duplicate fetches; the store is the judge of the
+unique count. Leases last 2 s here (the fetch timeout is 1 s), so a dead or paused
+worker's hosts come back within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+
+from conftest import expected_hits, page_requests
+from pg import URL as PG_URL
+from pg import connect, drop_schema
+from trawl.store.base import STALE_COUNTER, ExportRow, State
+from trawl.store.location import StoreLocation
+from trawl.testsite import Site, SiteServer, generate_site
+from trawl.testsite.site import Route
+
+TTL = 2.0
+CONCURRENCY = 4
+POLICY = [
+    "--delay", "0.01", "--response-factor", "0", "--timeout", "1", "--connect-timeout", "0.5",
+    "--retry-base", "0.05", "--retry-cap", "0.5",
+]  # fmt: skip
+LOCAL = [
+    "--concurrency", str(CONCURRENCY), "--lease-ttl", str(TTL), "--parse-workers", "0",
+    "--no-progress", "--json",
+]  # fmt: skip
+
+
+@pytest.fixture
+def crawl_name() -> Iterator[str]:
+    """A crawl name no other test uses; its schema is dropped afterwards."""
+    name = f"w{uuid.uuid4().hex[:12]}"
+    with connect():
+        pass
+    yield name
+    drop_schema(StoreLocation(Path("."), PG_URL, name).schema)
+
+
+def slowed(seconds: float, hosts: int = 8, pages: int = 12) -> Callable[[int], Site]:
+    """The generated site with every answer delayed by ``seconds``, so that a worker
+    always has requests in flight."""
+
+    def make(port: int) -> Site:
+        site = generate_site(port, hosts=hosts, pages_per_host=pages, seed=5)
+        routes = {
+            key: Route(tuple(dataclasses.replace(r, delay=seconds) for r in route.responses))
+            for key, route in site.routes.items()
+        }
+        return dataclasses.replace(site, routes=MappingProxyType(routes))
+
+    return make
+
+
+class Workers:
+    """Starts the crawl's processes: the first with ``trawl crawl``, the others with
+    ``trawl worker``, each with its own data dir and name (``w0``, ``w1``, ...)."""
+
+    def __init__(self, server: SiteServer, crawl: str, root: Path) -> None:
+        self.server = server
+        self.crawl = crawl
+        self.root = root
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+
+    def start(self, max_hosts: int) -> str:
+        name = f"w{len(self.procs)}"
+        command = ["worker"] if self.procs else ["crawl", *self.server.site.seeds, *POLICY]
+        command += [
+            "--store", PG_URL, "--crawl", self.crawl, "--data-dir", str(self.root / name),
+            "--worker-id", name, "--max-hosts", str(max_hosts), *LOCAL,
+            *self.server.resolve_args(),
+        ]  # fmt: skip
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "trawl", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        return name
+
+    def wait_for_requests(self, count: int) -> None:
+        deadline = time.monotonic() + 30
+        while len(self.server.requests) < count:
+            assert time.monotonic() < deadline, "the crawl made no progress"
+            for name, proc in self.procs.items():
+                assert proc.poll() is None, f"{name} ended early: {proc.stderr}"
+            time.sleep(0.01)
+
+    def finish(self, *names: str) -> dict[str, dict[str, object]]:
+        """Wait for the named workers; their JSON summaries (each must end done)."""
+        summaries = {}
+        for name in names:
+            try:
+                out, err = self.procs[name].communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"{name} did not finish; hosts: {hosts_of(self.crawl)}")
+            assert self.procs[name].returncode == 0, f"{name}: {err}"
+            summaries[name] = json.loads(out)
+            assert summaries[name]["state"] == "done", name
+        return summaries
+
+    def kill_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+
+
+@pytest.fixture
+def workers(crawl_name: str, tmp_path: Path) -> Iterator[Callable[[SiteServer], Workers]]:
+    made: list[Workers] = []
+
+    def make(server: SiteServer) -> Workers:
+        made.append(Workers(server, crawl_name, tmp_path))
+        return made[-1]
+
+    yield make
+    for group in made:
+        group.kill_all()
+
+
+def stored(crawl: str) -> tuple[list[ExportRow], dict[str, int]]:
+    """Every URL of the crawl, and its counters."""
+
+    async def read() -> tuple[list[ExportRow], dict[str, int]]:
+        async with StoreLocation(Path("."), PG_URL, crawl).open(readonly=True) as store:
+            return [row async for row in store.export()], dict(await store.counters())
+
+    return asyncio.run(read())
+
+
+def hosts_of(crawl: str) -> dict[str, tuple[str | None, int, int]]:
+    """``{host: (lease owner, lease generation, URLs queued or handed out)}`` now."""
+    schema = StoreLocation(Path("."), PG_URL, crawl).schema
+    with connect(schema) as db:
+        rows = db.execute(
+            "SELECT name, lease_owner, lease_generation, queued + claimed FROM hosts"
+        ).fetchall()
+    return {name: (owner, generation, work) for name, owner, generation, work in rows}
+
+
+def leases_of(crawl: str, worker: str) -> dict[str, int]:
+    """``{host: generation}`` of the hosts leased to ``worker`` now."""
+    return {
+        name: generation
+        for name, (owner, generation, _) in hosts_of(crawl).items()
+        if owner == worker
+    }
+
+
+def taken_over(crawl: str, held: dict[str, int], taker: str) -> bool:
+    """Whether every host in ``held`` that still has work is leased to ``taker`` under a
+    newer generation."""
+    now = hosts_of(crawl)
+    return all(
+        not now[host][2] or (now[host][0] == taker and now[host][1] > generation)
+        for host, generation in held.items()
+    )
+
+
+def assert_complete(server: SiteServer, crawl: str, *, refetch_allowance: int) -> dict[str, int]:
+    """The store holds exactly the ground truth, every expected page was fetched, at most
+    ``refetch_allowance`` of them more often than the site asks, and no host ever had two
+    requests in flight. Returns the counters."""
+    site = server.site
+    rows, counters = stored(crawl)
+    assert {row.url for row in rows} == site.ground_truth
+    assert counters["discovered"] == len(site.ground_truth)
+    states = {row.url: row.state for row in rows}
+    assert all(states[url] in (State.DONE, State.FAILED) for url in site.expected_fetches)
+    assert not [row.url for row in rows if row.state in (State.QUEUED, State.CLAIMED)]
+    requested = page_requests(server)
+    assert set(requested) == set(site.expected_fetches)
+    extra = sum(max(0, requested[url] - expected_hits(site, url)) for url in requested)
+    assert extra <= refetch_allowance
+    assert max(server.max_inflight_per_host().values()) == 1
+    return counters
+
+
+def test_three_workers_share_a_crawl_exactly_and_politely(
+    workers: Callable[[SiteServer], Workers], crawl_name: str
+) -> None:
+    with SiteServer(slowed(0.02, hosts=12, pages=25)) as s:
+        group = workers(s)
+        first = group.start(max_hosts=3)
+        group.wait_for_requests(1)
+        others = [group.start(max_hosts=3), group.start(max_hosts=3)]
+        summaries = group.finish(first, *others)
+        counters = assert_complete(s, crawl_name, refetch_allowance=0)
+    assert counters.get(STALE_COUNTER, 0) == 0
+    fetched = {name: int(str(summary["fetched_this_run"])) for name, summary in summaries.items()}
+    assert all(count > 0 for count in fetched.values()), fetched
+    assert sum(fetched.values()) == counters["fetched"]
+
+
+def test_a_killed_workers_hosts_return_after_its_leases_expire(
+    workers: Callable[[SiteServer], Workers], crawl_name: str
+) -> None:
+    with SiteServer(slowed(0.05)) as s:
+        group = workers(s)
+        first = group.start(max_hosts=3)
+        group.wait_for_requests(1)
+        victim = group.start(max_hosts=3)
+        third = group.start(max_hosts=3)
+        deadline = time.monotonic() + 20
+        while not leases_of(crawl_name, victim):
+            assert time.monotonic() < deadline, "the worker never leased a host"
+            time.sleep(0.01)
+        group.wait_for_requests(len(s.requests) + 10)
+        group.procs[victim].kill()
+        group.procs[victim].communicate(timeout=10)
+        at_kill = hosts_of(crawl_name)
+        unfinished = {
+            host: generation
+            for host, (owner, generation, work) in at_kill.items()
+            if owner == victim and work
+        }
+        assert unfinished, "the killed worker held no host with work"
+        group.finish(first, third)
+        # Its requests in flight at the kill may have been answered and never recorded.
+        counters = assert_complete(s, crawl_name, refetch_allowance=CONCURRENCY)
+    after = hosts_of(crawl_name)
+    # Every host it left unfinished was leased again (a newer generation) and finished.
+    assert all(after[host][1] > generation for host, generation in unfinished.items())
+    assert all(after[host][2] == 0 for host in unfinished)
+    assert counters.get(STALE_COUNTER, 0) == 0
+
+
+def test_a_paused_worker_loses_its_hosts_and_its_late_results_are_refused(
+    workers: Callable[[SiteServer], Workers], crawl_name: str
+) -> None:
+    with SiteServer(slowed(0.3)) as s:
+        group = workers(s)
+        first = group.start(max_hosts=2)
+        group.wait_for_requests(1)
+        paused = group.start(max_hosts=3)
+        deadline = time.monotonic() + 20
+        while len(leases_of(crawl_name, paused)) < 2:
+            assert time.monotonic() < deadline, "the worker never leased its hosts"
+            time.sleep(0.01)
+        time.sleep(0.5)  # its requests take 0.3 s: some are in flight now
+        held = leases_of(crawl_name, paused)
+        group.procs[paused].send_signal(signal.SIGSTOP)
+        try:
+            taker = group.start(max_hosts=8)
+            deadline = time.monotonic() + 20
+            while not taken_over(crawl_name, held, taker):
+                assert time.monotonic() < deadline, "nobody took the paused worker's hosts"
+                time.sleep(0.05)
+        finally:
+            group.procs[paused].send_signal(signal.SIGCONT)
+        summaries = group.finish(first, paused, taker)
+        counters = assert_complete(s, crawl_name, refetch_allowance=CONCURRENCY)
+    # The paused worker's answers to requests sent before the pause came back under a
+    # lease that had passed on: the store refused them, and nothing it wrote late counts.
+    assert counters[STALE_COUNTER] >= 1
+    fetched = sum(int(str(summary["fetched_this_run"])) for summary in summaries.values())
+    assert fetched == counters["fetched"]
