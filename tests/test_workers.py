@@ -22,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from bench.workers import run_workers
 
 from conftest import expected_hits, page_requests
 from pg import URL as PG_URL
@@ -272,3 +273,29 @@ def test_a_paused_worker_loses_its_hosts_and_its_late_results_are_refused(
     assert counters[STALE_COUNTER] >= 1
     fetched = sum(int(str(summary["fetched_this_run"])) for summary in summaries.values())
     assert fetched == counters["fetched"]
+
+
+def test_the_workers_benchmark_measures_a_correct_shared_crawl(tmp_path: Path) -> None:
+    result = run_workers(
+        2, hosts=4, pages=20, dsn=PG_URL, work_dir=tmp_path, concurrency=8, server="builtin"
+    )
+    assert result.correct, result
+    assert result.pages > 0
+    assert result.worker_cpu_seconds > 0
+    assert result.database_cpu_seconds > 0
+    assert 0 < result.database_share < 1
+
+
+def test_a_database_lost_mid_crawl_ends_it_with_one_line(
+    workers: Callable[[SiteServer], Workers], crawl_name: str
+) -> None:
+    with SiteServer(slowed(0.2)) as s:
+        group = workers(s)
+        first = group.start(max_hosts=8)
+        group.wait_for_requests(3)
+        drop_schema(StoreLocation(Path("."), PG_URL, crawl_name).schema)
+        _, err = group.procs[first].communicate(timeout=60)
+    assert group.procs[first].returncode == 1
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("trawl: error: store postgresql://127.0.0.1:5432/test"), err

@@ -405,10 +405,20 @@ def demo(ctx: click.Context, /, hosts: int, pages: int, **params: Any) -> None:
     run_demo(hosts, pages, values, lambda seeds, v: crawl_and_report(build_config(seeds, v), v))
 
 
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in ``group`` that is not itself a group."""
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map every error to one line and an exit code."""
     try:
-        cli.main(args=argv, prog_name="trawl", standalone_mode=False)
+        try:
+            cli.main(args=argv, prog_name="trawl", standalone_mode=False)
+        except BaseExceptionGroup as group:
+            # A task of the crawl failed: report the first failure itself.
+            raise _first_leaf(group) from group
     except click.exceptions.Abort:
         click.echo("trawl: interrupted", err=True)
         sys.exit(130)

@@ -141,6 +141,9 @@ class Crawler:
         self._counts: dict[str, int] = {}
         self._wake = Wakeup()
         self._refill_wanted = Wakeup()
+        self._renew_wanted = Wakeup()
+        self._ending = False
+        """The dispatch loop is over: the refill and renewal loops return."""
         self._stop = asyncio.Event()
         self._started = clock()
         self._fetched_at_start = 0
@@ -187,11 +190,16 @@ class Crawler:
             renew = group.create_task(self._renew_loop())
             await self._add_seeds()
             await self._dispatch_loop(group)
-            refill.cancel()
+            # The loops are asked to end, not cancelled: a cancellation that lands just
+            # as a database call returns can be lost (asyncio.wait_for on Python 3.11).
+            self._ending = True
+            self._refill_wanted.set()
+            await refill
             await self._frontier.release_all()
             await self._committer.submit(self._resolver_counts())
             await self._committer.wait_drained()
-            renew.cancel()
+            self._renew_wanted.set()
+            await renew
             await self._committer.close()
             await committer
         await self._store.recover(self._worker)
@@ -342,13 +350,17 @@ class Crawler:
 
     async def _renew_loop(self) -> None:
         while True:
-            await asyncio.sleep(self._config.leases.renew_every)
+            await self._renew_wanted.wait(self._config.leases.renew_every)
+            if self._ending:
+                return
             await self._frontier.renew()
             self._wake.set()
 
     async def _refill_loop(self) -> None:
         while True:
             await self._refill_wanted.wait(REFILL_PERIOD)
+            if self._ending:
+                return
             if not self._refill_wanted.is_set():
                 await self._frontier.look()
             self._refill_wanted.clear()
