@@ -27,7 +27,7 @@ test: lint
 
 # Crawl benchmark (bench/): serves a generated site on loopback (nginx if installed) and
 # prints speed and correctness figures; exits non-zero only for wrong figures.
-.PHONY: bench bench-large bench-store
+.PHONY: bench bench-large bench-store bench-workers
 
 bench: setup
 	$(BIN)/python -m bench.crawl --hosts 20 --pages 500
@@ -37,3 +37,7 @@ bench-large: setup
 
 bench-store: setup
 	$(BIN)/python -m bench.store --urls 10000000
+
+bench-workers: setup
+	.ci/postgres-up
+	$(BIN)/python -m bench.workers --hosts 20 --pages 500

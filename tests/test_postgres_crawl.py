@@ -1,6 +1,6 @@
 """Whole crawls kept in PostgreSQL (``--store DSN --crawl NAME``): the same exact counts
-and politeness as on the embedded store, the CLI's status and export, one crawl process
-per crawl, and ``--fresh``."""
+and politeness as on the embedded store, the CLI's status and export, a crawl shown
+running while a worker holds a lease, and ``--fresh``."""
 
 from __future__ import annotations
 
