@@ -140,7 +140,7 @@ async def test_robots_cache_survives_a_resume(crawl: CrawlRunner) -> None:
         return route is None or route.responses[0].status < 500
 
     healthy = {host for host in before if answers(host)}
-    assert len(healthy) >= 3
+    assert len(healthy) >= 2  # the two seeds' hosts at least; more as timing allows
     for host in healthy:
         assert after[host] == 1, host  # cached in the store, not fetched again
 

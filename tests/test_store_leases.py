@@ -178,3 +178,19 @@ def merged(part: CommitBatch) -> CommitBatch:
     batch = CommitBatch()
     merge(batch, part)
     return batch
+
+
+async def test_hosts_at_an_address_another_worker_holds_are_left_alone(store: Engine) -> None:
+    await insert(store, url("a.test", 1), url("b.test", 1), url("c.test", 1))
+    (a,) = await store.lease_hosts(A, limit=1, ttl=60)
+    assert await store.claim_address(A, a.host_id, a.generation, "192.0.2.1")
+    # B may lease hosts whose address nobody knows yet...
+    leased = {lease.name: lease for lease in await store.lease_hosts(B, limit=10, ttl=60)}
+    b, c = leased["b.test"], leased["c.test"]
+    # ...but learns on resolving b.test that A serves its address.
+    assert not await store.claim_address(B, b.host_id, b.generation, "192.0.2.1")
+    assert await store.claim_address(B, c.host_id, c.generation, "192.0.2.2")
+    await store.commit(CommitBatch(releases=[Release(b.host_id, b.generation, 0.0)]))
+    assert await store.lease_hosts(B, limit=10, ttl=60, holding={c.host_id}) == []
+    (taken,) = await store.lease_hosts(A, limit=10, ttl=60, holding={a.host_id})
+    assert taken.name == "b.test"

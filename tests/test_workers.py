@@ -27,6 +27,7 @@ from bench.workers import run_workers
 from conftest import expected_hits, page_requests
 from pg import URL as PG_URL
 from pg import connect, drop_schema
+from test_crawl import peak_overlap
 from trawl.store.base import STALE_COUNTER, ExportRow, State
 from trawl.store.location import StoreLocation
 from trawl.testsite import Site, SiteServer, generate_site
@@ -208,6 +209,20 @@ def test_three_workers_share_a_crawl_exactly_and_politely(
     fetched = {name: int(str(summary["fetched_this_run"])) for name, summary in summaries.items()}
     assert all(count > 0 for count in fetched.values()), fetched
     assert sum(fetched.values()) == counters["fetched"]
+
+
+def test_workers_on_one_server_address_ask_it_one_request_at_a_time(
+    workers: Callable[[SiteServer], Workers], crawl_name: str
+) -> None:
+    site = slowed(0.01, hosts=8, pages=12)
+    with SiteServer(site, shared_address=True) as s:
+        group = workers(s)
+        first = group.start(max_hosts=3)
+        group.wait_for_requests(1)
+        group.finish(first, group.start(max_hosts=3), group.start(max_hosts=3))
+        assert_complete(s, crawl_name, refetch_allowance=0)
+        # Every host is on 127.0.0.1, and --per-ip is 1: one request at a time in all.
+        assert peak_overlap(s) == 1
 
 
 def test_a_killed_workers_hosts_return_after_its_leases_expire(

@@ -388,6 +388,15 @@ class Crawler:
             address = await self._fetcher.address_of(hostname(slot.queue[0].url))
         except BlockedAddress:
             self._give_up(slot, FetchError.BLOCKED_ADDRESS.value, batch, count="blocked_hosts")
+        if address is not None and not await self._store.claim_address(
+            self._worker, slot.id, fence.generation, address
+        ):
+            # Another worker serves this address: the host is given back for it to take,
+            # so that one server is asked by one worker at a time (--per-ip).
+            slot.resolving = False
+            await self._frontier.release(slot)
+            self._wake.set()
+            return
         self._scheduler.assign_address(slot, address)
         if batch.outcomes:
             await self._committer.submit(batch)

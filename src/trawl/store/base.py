@@ -387,11 +387,19 @@ class Store(Protocol):
         eligible first, in one transaction that skips hosts other leasers hold locked.
 
         A host is free when it has no lease, its lease expired, or it is leased to
-        ``worker`` but not among the hosts it is ``holding`` (its release is not
+        ``worker`` but not among the hosts it is ``holding``, and no other worker holds
+        a live lease on a host at the same address (its release is not
         committed yet; the new generation makes that release stale). Each lease raises
         the host's generation. A host taken over from an earlier lease gets its CLAIMED
         URLs back in the queue (nobody answers them any more).
         """
+        ...
+
+    async def claim_address(self, worker: str, host_id: int, generation: int, address: str) -> bool:
+        """Record the address a leased host resolved to; False when another worker holds
+        a live lease on a host at that address (the caller then gives the host back, and
+        :meth:`lease_hosts` leaves hosts on an address held by another worker alone, so
+        one server address is served by one worker at a time)."""
         ...
 
     async def renew_leases(

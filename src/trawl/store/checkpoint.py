@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from trawl.resource import Resource
@@ -79,7 +80,12 @@ def wal_bytes(path: Path) -> int:
         return 0
 
 
-def truncate_wal(conn: sqlite3.Connection) -> None:
-    """Checkpoint everything and cut the log file to zero bytes (waits for readers up to
-    the connection's busy timeout; a reader still in the way only postpones it)."""
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+def truncate_wal(conn: sqlite3.Connection, attempts: int = 100) -> None:
+    """Checkpoint everything and cut the log file to zero bytes. A checkpoint of the
+    thread's in progress makes SQLite answer busy at once: wait for it a little and try
+    again; a reader still in the way after that only postpones the cut."""
+    for _ in range(attempts):
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            return
+        time.sleep(0.005)

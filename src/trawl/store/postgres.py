@@ -116,6 +116,9 @@ WITH free AS (
     WHERE (queued > 0 OR claimed > 0)
       AND (lease_owner IS NULL OR lease_expires_at < {_NOW} OR lease_owner = %(worker)s)
       AND id <> ALL(%(holding)s::bigint[])
+      AND (address IS NULL OR NOT EXISTS (
+          SELECT 1 FROM hosts AS o WHERE o.address = hosts.address
+          AND o.lease_owner <> %(worker)s AND o.lease_expires_at >= {_NOW}))
     ORDER BY next_eligible_at, id LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), requeued AS (
@@ -132,6 +135,18 @@ UPDATE hosts SET lease_owner = %(worker)s, lease_generation = hosts.lease_genera
 FROM free LEFT JOIN per_host ON per_host.host_id = free.id
 WHERE hosts.id = free.id
 RETURNING hosts.id, hosts.name, hosts.lease_generation, hosts.next_eligible_at
+"""
+# Leases and addresses change under one lock per crawl, so that two workers never take
+# hosts on one address at once (each sees the other's leases).
+_ADDRESS_LOCK = "SELECT pg_advisory_xact_lock(hashtext('trawl leases ' || current_schema()))"
+_CLAIM_ADDRESS = f"""
+WITH claimed AS (
+    UPDATE hosts SET address = %(address)s
+    WHERE id = %(host)s AND lease_owner = %(worker)s AND lease_generation = %(generation)s
+)
+SELECT NOT EXISTS (
+    SELECT 1 FROM hosts WHERE address = %(address)s AND id <> %(host)s
+    AND lease_owner <> %(worker)s AND lease_expires_at >= {_NOW})
 """
 _RENEW = f"""
 UPDATE hosts SET lease_expires_at = {_NOW} + %(ttl)s
@@ -512,10 +527,19 @@ class PostgresStore(AsyncResource):
         self, worker: str, limit: int, ttl: float, holding: Collection[int] = ()
     ) -> Sequence[Lease]:
         params = {"worker": worker, "limit": limit, "ttl": ttl, "holding": sorted(holding)}
-        async with self._connection() as conn:
+        async with self._transaction() as conn:
+            await conn.execute(_ADDRESS_LOCK)
             cursor = await conn.execute(_LEASE, params)
-            rows = await cursor.fetchall()
+        rows = await cursor.fetchall()
         return [Lease(*row) for row in sorted(rows, key=lambda r: (r[3], r[0]))]
+
+    async def claim_address(self, worker: str, host_id: int, generation: int, address: str) -> bool:
+        params = {"worker": worker, "host": host_id, "generation": generation, "address": address}
+        async with self._transaction() as conn:
+            await conn.execute(_ADDRESS_LOCK)
+            cursor = await conn.execute(_CLAIM_ADDRESS, params)
+        row = await cursor.fetchone()
+        return bool(row and row[0])
 
     async def renew_leases(
         self, worker: str, leases: Mapping[int, int], ttl: float

@@ -20,6 +20,9 @@ page it duplicates exactly or nearly, the known URL its ``<link rel=canonical>``
 table of first owners of each content hash; the four-block SimHash index
 (trawl.neardup); and ``versions``, one row per fetch whose content was fingerprinted or
 archived, keyed by URL hash and fetch time, so versions are added and never overwritten.
+
+Migration 4 adds the address a host resolved to, so that workers sharing a crawl never
+hold hosts on one server address at once (the per-address limit across workers).
 """
 
 from __future__ import annotations
@@ -113,6 +116,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             warc_length BIGINT,
             PRIMARY KEY (url_id, fetched_at)
         )""",
+    ),
+    (
+        "ALTER TABLE hosts ADD COLUMN address TEXT",
+        "CREATE INDEX IF NOT EXISTS hosts_by_address ON hosts (address)",
     ),
 )
 

@@ -230,11 +230,11 @@ class SQLiteStore(AsyncResource):
         def work(db: sqlite3.Connection) -> list[Lease]:
             now = time.time()
             rows = db.execute(
-                "SELECT id, name, lease_owner, next_eligible_at FROM hosts "
+                "SELECT id, name, lease_owner, next_eligible_at FROM hosts AS h "
                 "WHERE (queued > 0 OR claimed > 0) "
                 "AND (lease_owner IS NULL OR lease_expires_at < ? OR lease_owner = ?) "
-                "ORDER BY next_eligible_at, id LIMIT ?",
-                (now, worker, limit + len(holding)),
+                f"AND {_ADDRESS_FREE} ORDER BY next_eligible_at, id LIMIT ?",
+                (now, worker, worker, now, limit + len(holding)),
             ).fetchall()
             leases: list[Lease] = []
             for host_id, name, previous, next_eligible_at in rows:
@@ -249,6 +249,22 @@ class SQLiteStore(AsyncResource):
                 ).fetchone()
                 leases.append(Lease(host_id, name, generation, next_eligible_at))
             return leases
+
+        return await self._run(lambda: self._transaction(work))
+
+    async def claim_address(self, worker: str, host_id: int, generation: int, address: str) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            db.execute(
+                "UPDATE hosts SET address = ? "
+                "WHERE id = ? AND lease_owner = ? AND lease_generation = ?",
+                (address, host_id, worker, generation),
+            )
+            (taken,) = db.execute(
+                "SELECT EXISTS (SELECT 1 FROM hosts WHERE address = ? AND id <> ? "
+                "AND lease_owner <> ? AND lease_expires_at >= ?)",
+                (address, host_id, worker, time.time()),
+            ).fetchone()
+            return not taken
 
         return await self._run(lambda: self._transaction(work))
 
@@ -473,6 +489,12 @@ def _unpark(db: sqlite3.Connection, page_budget: int | None) -> None:
         )
     _add_counters(db, {PAGE_BUDGET_COUNTER: -cursor.rowcount})
 
+
+_ADDRESS_FREE = (
+    "(h.address IS NULL OR NOT EXISTS (SELECT 1 FROM hosts AS o WHERE o.address = h.address "
+    "AND o.lease_owner <> ? AND o.lease_expires_at >= ?))"
+)
+"""A host's address is not held by another worker (its parameters: worker, now)."""
 
 _INSERT_URL = (
     "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin) "
