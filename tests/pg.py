@@ -16,6 +16,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from trawl.store.location import SCHEMA_PREFIX
+
 SERVER = "host=127.0.0.1 port=5432 user=postgres connect_timeout=5"
 DATABASE = "test"
 DSN = f"{SERVER} dbname={DATABASE}"
@@ -69,3 +71,13 @@ def drop_schema(name: str) -> None:
         # A store a failed test left open must not make the drop wait for ever.
         conn.execute("SET lock_timeout = '10s'")
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def crawl_name() -> Iterator[str]:
+    """A crawl name (``--crawl``) no other test uses; its schema is dropped afterwards."""
+    name = f"t{uuid.uuid4().hex[:12]}"
+    with connect():
+        pass
+    yield name
+    drop_schema(SCHEMA_PREFIX + name)

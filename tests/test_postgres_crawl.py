@@ -8,7 +8,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,22 +15,14 @@ import pytest
 
 from conftest import CrawlRunner, expected_hits, page_requests
 from pg import URL as PG_URL
-from pg import connect, drop_schema
+from pg import crawl_name
 from trawl.runner import read_summary
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.location import StoreLocation
 from trawl.testsite import SiteServer, generate_site
 from trawl.urls import url_hash
 
-
-@pytest.fixture
-def crawl_name() -> Iterator[str]:
-    """A crawl name no other test uses; its schema is dropped afterwards."""
-    name = f"t{uuid.uuid4().hex[:12]}"
-    with connect():
-        pass
-    yield name
-    drop_schema(StoreLocation(Path("."), PG_URL, name).schema)
+__all__ = ["crawl_name"]
 
 
 @pytest.fixture(scope="module")

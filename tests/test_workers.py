@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import MappingProxyType
@@ -26,12 +25,14 @@ from bench.workers import run_workers
 
 from conftest import expected_hits, page_requests
 from pg import URL as PG_URL
-from pg import connect, drop_schema
+from pg import connect, crawl_name, drop_schema
 from test_crawl import peak_overlap
 from trawl.store.base import STALE_COUNTER, ExportRow, State
 from trawl.store.location import StoreLocation
 from trawl.testsite import Site, SiteServer, generate_site
 from trawl.testsite.site import Route
+
+__all__ = ["crawl_name"]
 
 TTL = 2.0
 CONCURRENCY = 4
@@ -43,16 +44,6 @@ LOCAL = [
     "--concurrency", str(CONCURRENCY), "--lease-ttl", str(TTL), "--parse-workers", "0",
     "--no-progress", "--json",
 ]  # fmt: skip
-
-
-@pytest.fixture
-def crawl_name() -> Iterator[str]:
-    """A crawl name no other test uses; its schema is dropped afterwards."""
-    name = f"w{uuid.uuid4().hex[:12]}"
-    with connect():
-        pass
-    yield name
-    drop_schema(StoreLocation(Path("."), PG_URL, name).schema)
 
 
 def slowed(seconds: float, hosts: int = 8, pages: int = 12) -> Callable[[int], Site]:
@@ -94,6 +85,13 @@ class Workers:
             stderr=subprocess.PIPE,
             text=True,
         )
+        return name
+
+    def begin(self, max_hosts: int) -> str:
+        """Start the crawl (``trawl crawl``); return once its policy is stored, which its
+        first request shows."""
+        name = self.start(max_hosts)
+        self.wait_for_requests(1)
         return name
 
     def wait_for_requests(self, count: int) -> None:
@@ -200,8 +198,7 @@ def test_three_workers_share_a_crawl_exactly_and_politely(
 ) -> None:
     with SiteServer(slowed(0.02, hosts=12, pages=25)) as s:
         group = workers(s)
-        first = group.start(max_hosts=3)
-        group.wait_for_requests(1)
+        first = group.begin(max_hosts=3)
         others = [group.start(max_hosts=3), group.start(max_hosts=3)]
         summaries = group.finish(first, *others)
         counters = assert_complete(s, crawl_name, refetch_allowance=0)
@@ -217,12 +214,21 @@ def test_workers_on_one_server_address_ask_it_one_request_at_a_time(
     site = slowed(0.01, hosts=8, pages=12)
     with SiteServer(site, shared_address=True) as s:
         group = workers(s)
-        first = group.start(max_hosts=3)
-        group.wait_for_requests(1)
+        first = group.begin(max_hosts=3)
         group.finish(first, group.start(max_hosts=3), group.start(max_hosts=3))
         assert_complete(s, crawl_name, refetch_allowance=0)
         # Every host is on 127.0.0.1, and --per-ip is 1: one request at a time in all.
         assert peak_overlap(s) == 1
+
+
+def start_holding(group: Workers, crawl: str, hosts: int) -> str:
+    """Start a worker and return its name once it holds leases on ``hosts`` hosts."""
+    name = group.start(max_hosts=3)
+    deadline = time.monotonic() + 20
+    while len(leases_of(crawl, name)) < hosts:
+        assert time.monotonic() < deadline, "the worker never leased its hosts"
+        time.sleep(0.01)
+    return name
 
 
 def test_a_killed_workers_hosts_return_after_its_leases_expire(
@@ -230,14 +236,9 @@ def test_a_killed_workers_hosts_return_after_its_leases_expire(
 ) -> None:
     with SiteServer(slowed(0.05)) as s:
         group = workers(s)
-        first = group.start(max_hosts=3)
-        group.wait_for_requests(1)
-        victim = group.start(max_hosts=3)
+        first = group.begin(max_hosts=3)
+        victim = start_holding(group, crawl_name, hosts=1)
         third = group.start(max_hosts=3)
-        deadline = time.monotonic() + 20
-        while not leases_of(crawl_name, victim):
-            assert time.monotonic() < deadline, "the worker never leased a host"
-            time.sleep(0.01)
         group.wait_for_requests(len(s.requests) + 10)
         group.procs[victim].kill()
         group.procs[victim].communicate(timeout=10)
@@ -263,13 +264,8 @@ def test_a_paused_worker_loses_its_hosts_and_its_late_results_are_refused(
 ) -> None:
     with SiteServer(slowed(0.3)) as s:
         group = workers(s)
-        first = group.start(max_hosts=2)
-        group.wait_for_requests(1)
-        paused = group.start(max_hosts=3)
-        deadline = time.monotonic() + 20
-        while len(leases_of(crawl_name, paused)) < 2:
-            assert time.monotonic() < deadline, "the worker never leased its hosts"
-            time.sleep(0.01)
+        first = group.begin(max_hosts=2)
+        paused = start_holding(group, crawl_name, hosts=2)
         time.sleep(0.5)  # its requests take 0.3 s: some are in flight now
         held = leases_of(crawl_name, paused)
         group.procs[paused].send_signal(signal.SIGSTOP)
