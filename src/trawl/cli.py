@@ -111,6 +111,8 @@ _CRAWL_OPTIONS = [
                       "at least twice --timeout."),
     click.option("--max-hosts", type=int, default=1024,
                  help="Hosts this process holds leases on at once."),
+    click.option("--metrics-port", type=int,
+                 help="Serve Prometheus metrics at http://127.0.0.1:PORT/metrics."),
     click.option("--memory-queue", type=int, default=10_000, help="URLs buffered in RAM."),
     click.option("--expected-urls", type=int, default=10_000_000,
                  help="Sizes the Bloom filter (1%% false positives)."),
@@ -235,6 +237,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
             max_hosts=int(values.get("max_hosts", 1024)),
         ),
         join=bool(values.get("join")),
+        metrics_port=_optional(int, values.get("metrics_port")),
         honour_nofollow=not values.get("ignore_nofollow"),
         soft_404=not values.get("no_soft_404"),
         rng_seed=_optional(int, values.get("seed")),
@@ -310,8 +313,8 @@ def crawl(ctx: click.Context, /, seeds: tuple[str, ...], **params: Any) -> None:
 _WORKER_LOCAL = (
     "data_dir", "concurrency", "parse_workers", "resolve", "allow_network", "nameserver",
     "memory_queue", "expected_urls", "max_time", "warc", "warc_max_size", "text",
-    "text_skip_near_duplicates", "events", "worker_id", "lease_ttl", "max_hosts", "as_json",
-    "progress",
+    "text_skip_near_duplicates", "events", "worker_id", "lease_ttl", "max_hosts", "metrics_port",
+    "as_json", "progress",
 )  # fmt: skip
 """The options ``trawl worker`` takes: what belongs to the machine, not to the crawl."""
 

@@ -16,6 +16,7 @@ still share one.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from trawl.content import ContentStage
@@ -56,7 +57,10 @@ class Committer:
         max_batch: int = 256,
         linger: float = 0.0,
         content: ContentStage | None = None,
+        on_store: Callable[[float], None] | None = None,
     ) -> None:
+        """``on_store`` hears how long each store transaction took (seconds)."""
+        self._on_store = on_store
         self._store = store
         self._content = content
         self._seen = seen
@@ -116,4 +120,8 @@ class Committer:
             # Outputs are flushed before the commit: a kill in between repeats them on
             # resume (at least once), never loses them.
             await self._content.process(batch)
-        self._on_commit(await self._store.commit(batch))
+        started = time.perf_counter()
+        result = await self._store.commit(batch)
+        if self._on_store is not None:
+            self._on_store(time.perf_counter() - started)
+        self._on_commit(result)

@@ -219,6 +219,8 @@ class CrawlConfig:
     """This worker's name in the store and how it holds hosts (trawl.frontier)."""
     join: bool = False
     """Join a crawl that exists, under the policy stored with it (``trawl worker``)."""
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on 127.0.0.1 at this port (0: any free port)."""
 
     @property
     def location(self) -> StoreLocation:
@@ -254,7 +256,7 @@ _CONFIG_KEYS = frozenset(
         "parse_workers", "allow_network", "per_ip", "max_depth", "max_pages_per_host",
         "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
         "breaker_pause", "breaker_trips", "no_soft_404", "text", "text_skip_near_duplicates",
-        "events", "store", "crawl", "worker_id", "lease_ttl", "max_hosts",
+        "events", "store", "crawl", "worker_id", "lease_ttl", "max_hosts", "metrics_port",
     }
 )  # fmt: skip
 

@@ -34,6 +34,7 @@ from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
+from trawl.metrics import CrawlMetrics, Levels
 from trawl.parser import is_html
 from trawl.policy import POLICY_KEY, policy_json
 from trawl.resolver import BlockedAddress
@@ -106,6 +107,7 @@ class Crawler:
         extract: ExtractPool,
         *,
         content: ContentStage | None = None,
+        metrics: CrawlMetrics | None = None,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
@@ -135,10 +137,18 @@ class Crawler:
         )
         self._worker = config.leases.worker
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
+        self._metrics = metrics
         self._committer = Committer(
-            store, self._seen, self._on_commit, linger=COMMIT_LINGER, content=content
+            store,
+            self._seen,
+            self._on_commit,
+            linger=COMMIT_LINGER,
+            content=content,
+            on_store=metrics.stored if metrics else None,
         )
         self._counts: dict[str, int] = {}
+        if metrics is not None:
+            metrics.watch(self.levels)
         self._wake = Wakeup()
         self._refill_wanted = Wakeup()
         self._renew_wanted = Wakeup()
@@ -367,7 +377,21 @@ class Crawler:
             if await self._frontier.refill():
                 self._wake.set()
 
+    def levels(self) -> Levels:
+        """What the crawl holds right now, for the metrics."""
+        stats = self._fetcher.resolver_stats
+        return Levels(
+            frontier_queue=self._scheduler.buffered,
+            persistent_queue=self._frontier.store_queued,
+            active_workers=self._scheduler.inflight,
+            unique_urls=self._counts.get("discovered", 0),
+            dns_cache_hits=stats.cache_hits,
+            dns_cache_misses=stats.cache_misses,
+        )
+
     def _on_commit(self, result: CommitResult) -> None:
+        if self._metrics is not None:
+            self._metrics.committed(result.counters)
         if result.released:
             self._frontier.released(result.released)
         for name, value in result.counters.items():
@@ -509,6 +533,8 @@ class Crawler:
     async def _page_job(self, slot: HostSlot, url: QueuedURL, fence: Fence) -> None:
         result = await self._fetcher.fetch(url.url, accept=is_html)
         wall = time.time()
+        if self._metrics is not None:
+            self._metrics.fetched(slot.name, result.elapsed, result.received)
         batch = CommitBatch(fence=fence)
         batch.count("requests")
         attempts = url.attempts + 1

@@ -71,6 +71,8 @@ class FetchResult:
     error: FetchError | None = None
     archived: StorageKey | None = None
     """Where the exchange was archived (WARC file and offset), when a recorder is set."""
+    received: int = 0
+    """Body bytes read off the wire (before decompression)."""
 
 
 class Recorder(Protocol):
@@ -305,8 +307,10 @@ class Fetcher(AsyncResource):
         else:
             wanted = True
         sniff = accept is not None and not content_type
+        received = 0
         if wanted and decoder is not None:
             async for chunk in response.content.iter_chunked(CHUNK):
+                received += len(chunk)
                 if wire is not None:
                     wire += chunk[: cap - len(wire)]
                 body += decoder.feed(chunk, cap - len(body) + 1)
@@ -347,6 +351,7 @@ class Fetcher(AsyncResource):
             length=length,
             truncated=truncated,
             elapsed=time.monotonic() - started,
+            received=received,
         )
         return result, exchange
 

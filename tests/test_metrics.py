@@ -1,0 +1,147 @@
+"""Prometheus metrics (``--metrics-port``): scraped over HTTP from a real crawl, they agree
+with the crawl's summary and the server's log, counters only grow, and names follow
+Prometheus conventions."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+import aiohttp
+from bench.servers import free_port
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import FAST, FAST_RETRY, is_page
+from test_cli import assert_one_error_line, trawl
+from trawl.config import CrawlConfig, Timeouts
+from trawl.metrics import CrawlMetrics
+from trawl.runner import build_engine
+from trawl.testsite import SiteServer, generate_site
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+REQUIRED = {
+    "trawl_frontier_queue_size": "gauge",
+    "trawl_persistent_queue_size": "gauge",
+    "trawl_active_workers": "gauge",
+    "trawl_unique_urls": "gauge",
+    "trawl_fetch_success": "counter",
+    "trawl_fetch_failure": "counter",
+    "trawl_retry": "counter",
+    "trawl_redirect": "counter",
+    "trawl_robots_blocked": "counter",
+    "trawl_duplicate_urls": "counter",
+    "trawl_host_requests": "counter",
+    "trawl_fetch_duration_seconds": "histogram",
+    "trawl_store_write_duration_seconds": "histogram",
+    "trawl_dns_cache_hits": "counter",
+    "trawl_dns_cache_misses": "counter",
+    "trawl_downloaded_bytes": "counter",
+    "process_resident_memory_bytes": "gauge",
+}
+
+
+async def scrape(port: int) -> tuple[dict[str, str], Samples]:
+    """Every metric family's type, and every sample, from /metrics."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        assert response.status == 200
+        assert response.content_type == "text/plain"
+        text = await response.text()
+    types: dict[str, str] = {}
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return types, samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def labelled(samples: Samples, name: str, label: str) -> Mapping[str, float]:
+    return {dict(key)[label]: v for (sample, key), v in samples.items() if sample == name}
+
+
+async def test_scraped_metrics_agree_with_the_summary_and_the_server(tmp_path: Path) -> None:
+    port = free_port()
+    with SiteServer(lambda p: generate_site(p, hosts=5, pages_per_host=20, seed=4)) as server:
+        config = CrawlConfig(
+            seeds=server.site.seeds,
+            data_dir=tmp_path,
+            resolve=server.resolve_map(),
+            allow_networks=server.allow_networks(),
+            politeness=FAST,
+            retry=FAST_RETRY,
+            timeouts=Timeouts(connect=2.0, total=10.0),
+            parse_workers=0,
+            metrics_port=port,
+        )
+        during: list[Samples] = []
+        async with build_engine(config) as crawler:
+            run = asyncio.create_task(crawler.run())
+            while not run.done():
+                during.append((await scrape(port))[1])
+                await asyncio.sleep(0.02)
+            summary = await run
+            types, final = await scrape(port)
+        page_fetches = sum(1 for r in server.requests if is_page(r.path))
+
+    for name, kind in REQUIRED.items():
+        assert types.get(name) == kind, name
+    assert value(final, "trawl_fetch_success_total") == summary.fetched
+    assert labelled(final, "trawl_fetch_failure_total", "reason") == summary.errors_by_class
+    assert value(final, "trawl_retry_total") == summary.retries > 0
+    assert value(final, "trawl_redirect_total") == summary.redirects > 0
+    assert value(final, "trawl_robots_blocked_total") == summary.robots_blocked > 0
+    assert value(final, "trawl_duplicate_urls_total") == summary.duplicates
+    assert value(final, "trawl_unique_urls") == summary.discovered
+    assert value(final, "trawl_fetch_duration_seconds_count") == page_fetches
+    assert sum(labelled(final, "trawl_host_requests_total", "host").values()) == page_fetches
+    assert value(final, "trawl_downloaded_bytes_total") > 0
+    assert value(final, "trawl_store_write_duration_seconds_count") >= 1
+    assert value(final, "trawl_dns_cache_misses_total") == summary.dns.get("cache_misses", 0)
+    assert value(final, "trawl_dns_cache_hits_total") == summary.dns.get("cache_hits", 0)
+    assert value(final, "process_resident_memory_bytes") > 10_000_000
+    assert value(final, "trawl_frontier_queue_size") == value(final, "trawl_active_workers") == 0
+    # Scraped while the crawl ran: counters never went back, and it was seen at work.
+    assert len(during) >= 3
+    for earlier, later in zip(during, [*during[1:], final], strict=True):
+        for key, seen in earlier.items():
+            if key[0].endswith(("_total", "_count", "_sum")):
+                assert later.get(key, 0.0) >= seen, key
+    assert any(value(s, "trawl_active_workers") > 0 for s in during)
+
+
+def test_a_busy_metrics_port_is_one_error_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = trawl(
+            "crawl", "http://a.test/", "--data-dir", str(tmp_path), "--metrics-port", str(port)
+        )
+    assert f"--metrics-port {port}" in assert_one_error_line(run)
+
+
+def test_failures_are_counted_by_reason_and_only_once_committed() -> None:
+    metrics = CrawlMetrics()
+    metrics.committed({"fetched": 3, "error:timeout": 2, "error:http_503": 1, "failed": 3})
+    metrics.committed({"error:timeout": 1, "discovered": 7, "retries": 0})
+    samples: Samples = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    assert labelled(samples, "trawl_fetch_failure_total", "reason") == {
+        "timeout": 3,
+        "http_503": 1,
+    }
+    assert value(samples, "trawl_fetch_success_total") == 3
+    assert value(samples, "trawl_retry_total") == 0
