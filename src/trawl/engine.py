@@ -385,6 +385,9 @@ class Crawler:
             persistent_queue=self._frontier.store_queued,
             active_workers=self._scheduler.inflight,
             unique_urls=self._counts.get("discovered", 0),
+            hosts_backing_off=sum(
+                1 for slot in self._scheduler.slots() if slot.failures or slot.robots_failures
+            ),
             dns_cache_hits=stats.cache_hits,
             dns_cache_misses=stats.cache_misses,
         )

@@ -49,6 +49,7 @@ class Levels:
     persistent_queue: int
     active_workers: int
     unique_urls: int
+    hosts_backing_off: int
     dns_cache_hits: int
     dns_cache_misses: int
 
@@ -68,6 +69,11 @@ class _LevelsCollector(Collector):
             ),
             ("trawl_active_workers", "Fetches in flight in this process", levels.active_workers),
             ("trawl_unique_urls", "Unique in-scope URLs discovered (exact)", levels.unique_urls),
+            (
+                "trawl_hosts_backing_off",
+                "Hosts held back by failures: circuit breaker or robots.txt retries",
+                levels.hosts_backing_off,
+            ),
         )
         for name, doc, value in gauges:
             yield GaugeMetricFamily(name, doc, value=value)
