@@ -34,6 +34,7 @@ from trawl.config import (
 )
 from trawl.errors import TrawlError, UsageError
 from trawl.exporter import export_rows
+from trawl.logs import FORMATS, LEVELS, configure_logging
 from trawl.retry import RetryPolicy
 from trawl.runner import read_summary, run_crawl
 from trawl.scope import ScopeMode
@@ -113,6 +114,10 @@ _CRAWL_OPTIONS = [
                  help="Hosts this process holds leases on at once."),
     click.option("--metrics-port", type=int,
                  help="Serve Prometheus metrics at http://127.0.0.1:PORT/metrics."),
+    click.option("--log-format", type=click.Choice(FORMATS), default="text",
+                 help="Log lines on stderr as text or one JSON object a line."),
+    click.option("--log-level", type=click.Choice(LEVELS), default="warning",
+                 help="Least severe log lines shown (debug: one line per fetch)."),
     click.option("--memory-queue", type=int, default=10_000, help="URLs buffered in RAM."),
     click.option("--expected-urls", type=int, default=10_000_000,
                  help="Sizes the Bloom filter (1%% false positives)."),
@@ -284,6 +289,9 @@ def _console(wanted: bool | None) -> Console | None:
 
 def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
     """Run the crawl, print its summary, and turn an interruption into exit 130."""
+    configure_logging(
+        str(values.get("log_format", "text")), str(values.get("log_level", "warning"))
+    )
     summary = run_crawl(config, _console(values.get("progress")))
     print_summary(summary, bool(values.get("as_json")))
     return summary
@@ -314,7 +322,7 @@ _WORKER_LOCAL = (
     "data_dir", "concurrency", "parse_workers", "resolve", "allow_network", "nameserver",
     "memory_queue", "expected_urls", "max_time", "warc", "warc_max_size", "text",
     "text_skip_near_duplicates", "events", "worker_id", "lease_ttl", "max_hosts", "metrics_port",
-    "as_json", "progress",
+    "log_format", "log_level", "as_json", "progress",
 )  # fmt: skip
 """The options ``trawl worker`` takes: what belongs to the machine, not to the crawl."""
 

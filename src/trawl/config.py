@@ -257,6 +257,7 @@ _CONFIG_KEYS = frozenset(
         "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
         "breaker_pause", "breaker_trips", "no_soft_404", "text", "text_skip_near_duplicates",
         "events", "store", "crawl", "worker_id", "lease_ttl", "max_hosts", "metrics_port",
+        "log_format", "log_level",
     }
 )  # fmt: skip
 

@@ -449,11 +449,16 @@ class Crawler:
         slot.failures = 0
         slot.trips += 1
         if slot.trips > breaker.trips:
-            log.warning("host %s keeps failing: giving up its URLs", slot.name)
+            log.warning(
+                "host %s keeps failing: giving up its URLs", slot.name, extra={"host": slot.name}
+            )
             self._give_up(slot, "host_failing", batch, count="breaker_gave_up")
             return 0.0
         pause = breaker.pause * 2.0 ** (slot.trips - 1)
-        log.warning("host %s failing: pausing it for %.0f s", slot.name, pause)
+        log.warning(
+            "host %s failing: pausing it for %.0f s", slot.name, pause,
+            extra={"host": slot.name, "backoff_s": pause},
+        )  # fmt: skip
         batch.count("breaker_trips")
         return pause
 
@@ -538,6 +543,15 @@ class Crawler:
         wall = time.time()
         if self._metrics is not None:
             self._metrics.fetched(slot.name, result.elapsed, result.received)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "fetch %s %s", url.url, result.status or result.error,
+                extra={
+                    "url": url.url, "host": slot.name, "status": result.status,
+                    "error": result.error.value if result.error else None,
+                    "duration_ms": round(result.elapsed * 1000, 1), "bytes": result.received,
+                },
+            )  # fmt: skip
         batch = CommitBatch(fence=fence)
         batch.count("requests")
         attempts = url.attempts + 1
@@ -553,6 +567,10 @@ class Crawler:
             delay = retry_delay(policy, attempts, after, self._rng)
             if result.status in (429, 503):
                 extra_wait = delay
+                log.warning(
+                    "host %s answered %s: backing off %.1f s", slot.name, result.status, delay,
+                    extra={"host": slot.name, "status": result.status, "backoff_s": delay},
+                )  # fmt: skip
             batch.outcomes.append(
                 Outcome(
                     url.id, url.host_id, State.QUEUED, attempts, status=result.status,
