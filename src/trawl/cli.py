@@ -398,6 +398,48 @@ def export(data_dir: Path, dsn: str | None, crawl_name: str, fmt: str, output: P
         raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option("--port", type=int, default=8470, help="Port of the API.")
+@click.option("--host", default="127.0.0.1", help="Address to listen on (default: loopback).")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=Path("trawl-crawls"),
+    help="Where the crawls' data dirs go, one per crawl.",
+)
+@click.option(
+    "--store",
+    "dsn",
+    metavar="DSN",
+    help="Keep the crawls in this PostgreSQL database instead of SQLite.",
+)
+@click.option(
+    "--token",
+    envvar="TRAWL_API_TOKEN",
+    help="Bearer token every changing request must carry (or TRAWL_API_TOKEN).",
+)
+@click.argument("crawl_options", nargs=-1, type=click.UNPROCESSED)
+def serve(
+    port: int,
+    host: str,
+    data_dir: Path,
+    dsn: str | None,
+    token: str | None,
+    crawl_options: tuple[str, ...],
+) -> None:
+    """Serve the REST API: start, watch, pause, resume and cancel crawls.
+
+    CRAWL_OPTIONS (after --) go to every crawl the API starts, e.g.
+    `trawl serve -- --concurrency 32 --contact https://example.com/bot`.
+    """
+    from trawl.api import serve as run_api
+    from trawl.crawls import Crawls
+
+    if dsn is not None:
+        StoreLocation(data_dir, dsn)  # checks the DSN's form
+    run_api(Crawls(data_dir, dsn, crawl_options), host, port, token)
+
+
 @cli.command()
 @click.option("--hosts", type=int, default=6, help="Host names in the demo site.")
 @click.option("--pages", type=int, default=60, help="Pages per host.")

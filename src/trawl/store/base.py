@@ -489,3 +489,10 @@ class Store(Protocol):
     def export(self) -> AsyncIterator[ExportRow]:
         """Every known URL with its latest result."""
         ...
+
+    async def url_page(
+        self, start: int, limit: int, state: State | None = None
+    ) -> list[tuple[int, ExportRow]]:
+        """Up to ``limit`` URLs (in ``state``, if given) with ids from ``start`` on, in id
+        order, each with its id (the next page starts after the last one)."""
+        ...

@@ -796,6 +796,18 @@ class PostgresStore(AsyncResource):
         async with self._connection() as conn:
             await conn.execute(_SET_META, (key, value))
 
+    async def url_page(
+        self, start: int, limit: int, state: State | None = None
+    ) -> list[tuple[int, ExportRow]]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= %s "
+                "AND (%s::smallint IS NULL OR state = %s::smallint) ORDER BY id LIMIT %s",
+                (start, state, state, limit),
+            )
+            rows = await cursor.fetchall()
+        return [(row[0], export_row(row)) for row in rows]
+
     async def export(self) -> AsyncIterator[ExportRow]:
         async def page(start: int) -> list[Row]:
             async with self._connection() as conn:

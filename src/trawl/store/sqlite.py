@@ -402,6 +402,19 @@ class SQLiteStore(AsyncResource):
 
         await self._run(lambda: self._transaction(work))
 
+    async def url_page(
+        self, start: int, limit: int, state: State | None = None
+    ) -> list[tuple[int, ExportRow]]:
+        def work() -> list[tuple[int, ExportRow]]:
+            rows = self._db.execute(
+                f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= ? AND (? IS NULL OR state = ?) "
+                "ORDER BY id LIMIT ?",
+                (start, state, state, limit),
+            ).fetchall()
+            return [(row[0], export_row(row)) for row in rows]
+
+        return await self._run(work)
+
     async def export(self) -> AsyncIterator[ExportRow]:
         def page(start: int) -> list[Row]:
             query = f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= ? ORDER BY id LIMIT 5000"

@@ -1,0 +1,175 @@
+"""The REST API of ``trawl serve`` (FastAPI): start, watch, pause, resume and cancel
+crawls, and page through their URLs. The OpenAPI document is at /openapi.json.
+
+With a token, every request that changes something must carry
+``Authorization: Bearer TOKEN`` (401 otherwise); reading needs none. Bad input is a 422
+with the reason; an unknown crawl a 404.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Literal
+
+import uvicorn
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from trawl import __version__
+from trawl.crawls import Crawls, CrawlView
+from trawl.errors import StoreError, UsageError
+from trawl.store.base import State
+from trawl.urls import DEFAULT_RULES, Rejection, normalize
+
+MAX_PAGE = 1000
+
+
+class NewCrawl(BaseModel):
+    """What a crawl starts from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seeds: list[str] = Field(min_length=1, max_length=1000)
+    scope: Literal["domain", "host", "prefix"] = "domain"
+    maxPages: int | None = Field(default=None, ge=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _crawlable(cls, seeds: list[str]) -> list[str]:
+        for seed in seeds:
+            if isinstance(normalize(seed, None, DEFAULT_RULES), Rejection):
+                raise ValueError(f"not a crawlable http(s) URL: {seed}")
+        return seeds
+
+
+class CrawlId(BaseModel):
+    crawlId: str
+
+
+class CrawlState(BaseModel):
+    crawlId: str
+    state: str
+    counts: dict[str, int]
+
+
+class UrlRow(BaseModel):
+    id: int
+    url: str
+    state: str
+    status: int | None
+    contentType: str | None
+    length: int | None
+    fetchedAt: float | None
+    depth: int
+    error: str | None
+
+
+class UrlPage(BaseModel):
+    urls: list[UrlRow]
+    next: int | None
+    """Pass as ``after`` for the next page; null on the last one."""
+
+
+def _state_of(view: CrawlView) -> CrawlState:
+    s = view.summary
+    counts = {
+        "discovered": s.discovered, "fetched": s.fetched, "queued": s.queued,
+        "failed": s.failed, "robotsBlocked": s.robots_blocked, "requests": s.requests,
+        **{f"status{k}": v for k, v in s.status.items()},
+    }  # fmt: skip
+    return CrawlState(crawlId=view.crawl_id, state=view.state, counts=counts)
+
+
+def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
+    """The API over ``crawls``; ``token`` protects every endpoint that changes state."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        crawls.close()
+
+    app = FastAPI(title="trawl", version=__version__, lifespan=lifespan)
+    bearer = HTTPBearer(auto_error=False)
+
+    def authorised(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        if token is None:
+            return
+        given = credentials.credentials if credentials else ""
+        if not secrets.compare_digest(given.encode(), token.encode()):
+            raise HTTPException(401, "a valid bearer token is required")
+
+    write = [Depends(authorised)]
+
+    async def found(crawl_id: str) -> CrawlView:
+        try:
+            return await crawls.view(crawl_id)
+        except (UsageError, StoreError) as exc:
+            raise HTTPException(404, f"no crawl {crawl_id!r}") from exc
+
+    @app.post("/crawls", status_code=201, dependencies=write)
+    async def start(new: NewCrawl) -> CrawlId:
+        options = ["--scope", new.scope]
+        if new.maxPages is not None:
+            options += ["--max-pages", str(new.maxPages)]
+        return CrawlId(crawlId=crawls.create(new.seeds, options))
+
+    @app.get("/crawls")
+    async def every() -> list[CrawlState]:
+        return [_state_of(await found(crawl_id)) for crawl_id in await crawls.ids()]
+
+    @app.get("/crawls/{crawl_id}")
+    async def one(crawl_id: str) -> CrawlState:
+        return _state_of(await found(crawl_id))
+
+    @app.post("/crawls/{crawl_id}/pause", dependencies=write)
+    async def pause(crawl_id: str) -> CrawlState:
+        await found(crawl_id)
+        await crawls.pause(crawl_id)
+        return _state_of(await found(crawl_id))
+
+    @app.post("/crawls/{crawl_id}/resume", dependencies=write)
+    async def resume(crawl_id: str) -> CrawlState:
+        await found(crawl_id)
+        try:
+            await crawls.resume(crawl_id)
+        except UsageError as exc:
+            raise HTTPException(409, str(exc)) from exc
+        return _state_of(await found(crawl_id))
+
+    @app.post("/crawls/{crawl_id}/cancel", dependencies=write)
+    async def cancel(crawl_id: str) -> CrawlState:
+        await found(crawl_id)
+        await crawls.cancel(crawl_id)
+        return _state_of(await found(crawl_id))
+
+    @app.get("/crawls/{crawl_id}/urls")
+    async def urls(
+        crawl_id: str,
+        after: int | None = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        state: Literal["queued", "claimed", "done", "failed", "blocked", "parked"] | None = None,
+    ) -> UrlPage:
+        await found(crawl_id)
+        wanted = None if state is None else State[state.upper()]
+        rows = await crawls.urls(crawl_id, after, limit, wanted)
+        page = [
+            UrlRow(
+                id=url_id, url=row.url, state=row.state.name.lower(), status=row.status,
+                contentType=row.content_type, length=row.length, fetchedAt=row.fetched_at,
+                depth=row.depth, error=row.error,
+            )
+            for url_id, row in rows
+        ]  # fmt: skip
+        return UrlPage(urls=page, next=rows[-1][0] if len(rows) == limit else None)
+
+    return app
+
+
+def serve(crawls: Crawls, host: str, port: int, token: str | None) -> None:
+    """Run the API until interrupted; the crawls it started are stopped, resumable."""
+    uvicorn.run(create_app(crawls, token), host=host, port=port, log_level="warning")
