@@ -25,6 +25,7 @@ from trawl.store.base import State
 from trawl.urls import DEFAULT_RULES, Rejection, normalize
 
 MAX_PAGE = 1000
+_BEARER = HTTPBearer(auto_error=False)
 
 
 class NewCrawl(BaseModel):
@@ -92,10 +93,9 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         crawls.close()
 
     app = FastAPI(title="trawl", version=__version__, lifespan=lifespan)
-    bearer = HTTPBearer(auto_error=False)
 
     def authorised(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
     ) -> None:
         if token is None:
             return
