@@ -23,6 +23,7 @@ lint: setup
 
 test: lint
 	.ci/postgres-up
+	.ci/chromium-up
 	$(BIN)/pytest -q
 
 # Crawl benchmark (bench/): serves a generated site on loopback (nginx if installed) and

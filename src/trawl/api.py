@@ -1,5 +1,6 @@
 """The REST API of ``trawl serve`` (FastAPI): start, watch, pause, resume and cancel
-crawls, and page through their URLs. The OpenAPI document is at /openapi.json.
+crawls, and page through their URLs. The OpenAPI document is at /openapi.json; the live
+dashboard (dashboard.html, polling ``GET /crawls`` every second) at /.
 
 With a token, every request that changes something must carry
 ``Authorization: Bearer TOKEN`` (401 otherwise); reading needs none. Bad input is a 422
@@ -11,10 +12,12 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.resources import files
 from typing import Annotated, Literal
 
 import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -25,6 +28,7 @@ from trawl.store.base import State
 from trawl.urls import DEFAULT_RULES, Rejection, normalize
 
 MAX_PAGE = 1000
+DASHBOARD = (files("trawl") / "dashboard.html").read_text(encoding="utf-8")
 _BEARER = HTTPBearer(auto_error=False)
 
 
@@ -110,6 +114,11 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
             return await crawls.view(crawl_id)
         except (UsageError, StoreError) as exc:
             raise HTTPException(404, f"no crawl {crawl_id!r}") from exc
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def dashboard() -> str:
+        """The live dashboard: every crawl's state and counts, pages/s over time."""
+        return DASHBOARD
 
     @app.post("/crawls", status_code=201, dependencies=write)
     async def start(new: NewCrawl) -> CrawlId:
