@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import signal
 import subprocess
 import sys
@@ -183,3 +184,62 @@ def test_trawl_serve_listens_on_loopback_and_stops_on_sigint(tmp_path: Path) -> 
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
     assert process.returncode == 0
+
+
+async def test_operator_rules_reach_a_running_crawl_within_a_second(
+    api: tuple[httpx.AsyncClient, SiteServer],
+) -> None:
+    client, server = api
+    body = {"seeds": list(server.site.seeds)}
+    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
+    rules = [
+        ("put", "/hosts/h2.trawl.test", {"blocked": True}),
+        ("put", "/hosts/www.trawl.test", {"delay": 0.4}),
+        ("post", "/blocks", {"pattern": "/features/"}),
+    ]
+    for method, path, rule in rules:
+        answer = await client.request(method, f"/crawls/{crawl_id}{path}", json=rule, headers=AUTH)
+        assert answer.status_code == 200, answer.text
+    applied = time.monotonic() + 1.0  # picked up within 0.5 s, in-flight answers end by then
+    policy = (await client.get(f"/crawls/{crawl_id}/policy")).json()
+    assert policy == {
+        "hosts": {
+            "h2.trawl.test": {"delay": None, "blocked": True},
+            "www.trawl.test": {"delay": 0.4, "blocked": False},
+        },
+        "patterns": ["/features/"],
+    }
+    await wait_for(client, crawl_id, lambda s: s["state"] == "done")
+    later = [r for r in server.requests if r.start > applied and r.path != "/robots.txt"]
+    assert not [r for r in later if r.host == "h2.trawl.test"]
+    assert not [r for r in later if r.path.startswith("/features/")]
+    www = sorted((r for r in later if r.host == "www.trawl.test"), key=lambda r: r.start)
+    assert len(www) >= 3
+    # The host rests 0.4 s after each answer before it is asked again.
+    assert min(b.start - a.end for a, b in itertools.pairwise(www)) >= 0.4 - 0.02
+    failed = (await client.get(f"/crawls/{crawl_id}/urls", params={"state": "failed"})).json()
+    assert {row["error"] for row in failed["urls"]} == {"operator_blocked"}
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("/hosts/a.test", {"delay": -1}),
+        ("/hosts/a.test", {"blocked": "perhaps"}),
+        ("/hosts/a.test", {"rate": 3}),
+        ("/blocks", {"pattern": "("}),
+        ("/blocks", {"pattern": ""}),
+    ],
+)
+async def test_bad_rules_are_refused(
+    api: tuple[httpx.AsyncClient, SiteServer], path: str, rule: dict[str, Any]
+) -> None:
+    client, server = api
+    body = {"seeds": list(server.site.seeds), "maxPages": 1}
+    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["state"] != "starting")
+    method = "put" if path.startswith("/hosts") else "post"
+    url = f"/crawls/{crawl_id}{path}"
+    assert (await client.request(method, url, json=rule, headers=AUTH)).status_code == 422
+    assert (await client.request(method, url, json={"blocked": True})).status_code == 401

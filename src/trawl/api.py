@@ -9,6 +9,7 @@ with the reason; an unknown crawl a 404.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from trawl import __version__
 from trawl.crawls import Crawls, CrawlView
 from trawl.errors import StoreError, UsageError
+from trawl.rules import HostRule, OperatorRules
 from trawl.store.base import State
 from trawl.urls import DEFAULT_RULES, Rejection, normalize
 
@@ -58,6 +60,37 @@ class CrawlState(BaseModel):
     crawlId: str
     state: str
     counts: dict[str, int]
+
+
+class HostPolicy(BaseModel):
+    """An operator's rule for one host: a least delay between requests, or a block."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delay: float | None = Field(default=None, ge=0, le=86400)
+    blocked: bool = False
+
+
+class BlockPattern(BaseModel):
+    """URLs matching ``pattern`` (a regular expression) are no longer fetched."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str = Field(min_length=1, max_length=1000)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        return pattern
+
+
+class Policy(BaseModel):
+    hosts: dict[str, HostPolicy]
+    patterns: list[str]
 
 
 class UrlRow(BaseModel):
@@ -155,6 +188,29 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         await found(crawl_id)
         await crawls.cancel(crawl_id)
         return _state_of(await found(crawl_id))
+
+    @app.get("/crawls/{crawl_id}/policy")
+    async def policy(crawl_id: str) -> Policy:
+        await found(crawl_id)
+        return Policy.model_validate((await crawls.rules(crawl_id)).as_dict())
+
+    @app.put("/crawls/{crawl_id}/hosts/{host}", dependencies=write)
+    async def host_policy(crawl_id: str, host: str, rule: HostPolicy) -> Policy:
+        await found(crawl_id)
+        current = await crawls.rules(crawl_id)
+        hosts = {**current.hosts, host.lower(): HostRule(rule.delay, rule.blocked)}
+        updated = OperatorRules(hosts, current.patterns)
+        await crawls.set_rules(crawl_id, updated)
+        return Policy.model_validate(updated.as_dict())
+
+    @app.post("/crawls/{crawl_id}/blocks", dependencies=write)
+    async def block(crawl_id: str, block: BlockPattern) -> Policy:
+        await found(crawl_id)
+        current = await crawls.rules(crawl_id)
+        patterns = tuple(dict.fromkeys((*current.patterns, block.pattern)))
+        updated = OperatorRules(current.hosts, patterns)
+        await crawls.set_rules(crawl_id, updated)
+        return Policy.model_validate(updated.as_dict())
 
     @app.get("/crawls/{crawl_id}/urls")
     async def urls(

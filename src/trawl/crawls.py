@@ -23,6 +23,7 @@ from pathlib import Path
 
 from trawl.errors import StoreError, UsageError
 from trawl.policy import POLICY_KEY
+from trawl.rules import RULES_KEY, OperatorRules
 from trawl.runner import read_summary
 from trawl.store.base import ExportRow, State
 from trawl.store.location import SCHEMA_PREFIX, StoreLocation
@@ -133,6 +134,17 @@ class Crawls:
         start = -(2**63) if after is None else after + 1
         async with self.location(crawl_id).open(readonly=True) as store:
             return await store.url_page(start, limit, state)
+
+    async def rules(self, crawl_id: str) -> OperatorRules:
+        """The operator's rules of the crawl."""
+        await self.view(crawl_id)
+        async with self.location(crawl_id).open(readonly=True) as store:
+            return OperatorRules.from_json(await store.get_meta(RULES_KEY))
+
+    async def set_rules(self, crawl_id: str, rules: OperatorRules) -> None:
+        """Store new rules; the crawl's workers apply them within a second."""
+        async with self.location(crawl_id).open() as store:
+            await store.set_meta(RULES_KEY, rules.to_json())
 
     def close(self) -> None:
         """Stop every crawl this process started (they stay resumable)."""

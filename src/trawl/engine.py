@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from trawl.resolver import BlockedAddress
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import DISALLOW_ALL, agent_token
 from trawl.robots_gate import RobotsGate
+from trawl.rules import BLOCKED_ERROR, RULES_KEY, OperatorRules
 from trawl.scope import Scope
 from trawl.seen import SeenSet
 from trawl.soft404 import Soft404Detector
@@ -147,6 +149,8 @@ class Crawler:
             on_store=metrics.stored if metrics else None,
         )
         self._counts: dict[str, int] = {}
+        self._rules = OperatorRules()
+        self._rules_text: str | None = None
         if metrics is not None:
             metrics.watch(self.levels)
         self._wake = Wakeup()
@@ -325,9 +329,9 @@ class Crawler:
         if self._frontier.runs_low(slot):
             self._refill_wanted.set()
         rules = slot.robots or DISALLOW_ALL
-        if slot.refused is not None:
+        if slot.refused is not None or self._rules.blocks(slot.name, url.url):
             refused = CommitBatch(fence=fence)
-            self._refuse(refused, url, slot.refused)
+            self._refuse(refused, url, slot.refused or BLOCKED_ERROR)
             self._spawn(group, slot, self._committer.submit(refused))
             self._scheduler.requeue(slot)
             return
@@ -367,15 +371,30 @@ class Crawler:
             self._wake.set()
 
     async def _refill_loop(self) -> None:
+        next_look = 0.0
         while True:
             await self._refill_wanted.wait(REFILL_PERIOD)
             if self._ending:
                 return
-            if not self._refill_wanted.is_set():
+            if self._clock() >= next_look:
+                # Twice a second however busy: the store's figures and the operator's rules.
+                next_look = self._clock() + REFILL_PERIOD
                 await self._frontier.look()
+                await self._read_rules()
             self._refill_wanted.clear()
             if await self._frontier.refill():
                 self._wake.set()
+
+    async def _read_rules(self) -> None:
+        """Pick up the operator's rules when they changed (trawl.rules)."""
+        text = await self._store.get_meta(RULES_KEY)
+        if text == self._rules_text:
+            return
+        try:
+            self._rules = OperatorRules.from_json(text)
+        except (ValueError, KeyError, TypeError, re.error) as exc:
+            log.warning("ignoring unreadable operator rules: %s", exc)
+        self._rules_text = text
 
     def levels(self) -> Levels:
         """What the crawl holds right now, for the metrics."""
@@ -600,6 +619,7 @@ class Crawler:
         # cap until its result is handed to the committer.
         failed = (result.status or 0) >= 500 or result.error in BREAKER_ERRORS
         extra_wait = max(extra_wait, self._breaker_pause(slot, failed, batch))
+        extra_wait = max(extra_wait, self._rules.delay_of(slot.name))
         self._scheduler.finished(slot, result.elapsed, extra_wait)
         self._wake.set()
         if answered:
