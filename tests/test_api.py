@@ -90,6 +90,16 @@ async def test_a_crawl_started_over_the_api_runs_to_the_ground_truth(
             break
     assert len(seen) == len(set(seen))
     assert set(seen) == server.site.ground_truth
+    ranks = (await client.get(f"/crawls/{crawl_id}/hosts")).json()
+    means = [h["meanMs"] for h in ranks["slowest"]]
+    assert means == sorted(means, reverse=True)
+    assert min(means) > 50  # the site takes 0.1 s a page (unknown pages answer at once)
+    blocked = (await client.get(f"/crawls/{crawl_id}/urls", params={"state": "blocked"})).json()
+    per_host: dict[str, int] = {}
+    for row in blocked["urls"]:
+        host = httpx.URL(row["url"]).host
+        per_host[host] = per_host.get(host, 0) + 1
+    assert {h["host"].rpartition(":")[0]: h["blocked"] for h in ranks["mostBlocked"]} == per_host
     done = (await client.get(f"/crawls/{crawl_id}/urls", params={"state": "done"})).json()
     assert done["urls"]
     assert all(row["state"] == "done" for row in done["urls"])

@@ -31,27 +31,30 @@ class Rows(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.rows: dict[str, dict[str, str]] = {}
-        self._crawl: str | None = None
+        self.hosts: dict[tuple[str, str, str], dict[str, str]] = {}
+        """``{(crawl id, kind, host): {cell class: text}}`` of the host rankings."""
+        self._row: dict[str, str] | None = None
         self._cell: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        if tag == "tr" and found.get("data-crawl"):
-            self._crawl = found["data-crawl"]
-            assert self._crawl is not None
-            self.rows[self._crawl] = {}
-        elif tag == "td" and self._crawl is not None:
-            self._cell = (found.get("class") or "").split(" ")[0] or None
+        found = {name: value or "" for name, value in attrs}
+        if tag == "tr" and found.get("data-host"):
+            key = (found["data-crawl"], found["data-kind"], found["data-host"])
+            self._row = self.hosts[key] = {}
+        elif tag == "tr" and found.get("data-crawl"):
+            self._row = self.rows[found["data-crawl"]] = {}
+        elif tag == "td" and self._row is not None:
+            self._cell = found.get("class", "").split(" ")[0] or None
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "tr":
-            self._crawl = None
+            self._row = None
         if tag == "td":
             self._cell = None
 
     def handle_data(self, data: str) -> None:
-        if self._crawl is not None and self._cell is not None:
-            self.rows[self._crawl][self._cell] = data
+        if self._row is not None and self._cell is not None:
+            self._row[self._cell] = data
 
 
 def chromium(*args: str) -> str:
@@ -63,11 +66,11 @@ def chromium(*args: str) -> str:
     return done.stdout
 
 
-def rendered(url: str) -> dict[str, dict[str, str]]:
+def rendered(url: str) -> Rows:
     """The dashboard's rows after its script has run (two refreshes)."""
     parser = Rows()
     parser.feed(chromium("--virtual-time-budget=2500", "--dump-dom", url))
-    return parser.rows
+    return parser
 
 
 @pytest.fixture
@@ -117,7 +120,7 @@ def test_the_dashboard_shows_a_running_crawl_as_the_api_does(
         assert time.monotonic() < deadline
         time.sleep(0.05)
     before = api()
-    row = rendered(base + "/")[crawl_id]
+    row = rendered(base + "/").rows[crawl_id]
     after = api()
     assert row["state"] == "running"
     for key in FIGURES[:2]:
@@ -128,9 +131,23 @@ def test_the_dashboard_shows_a_running_crawl_as_the_api_does(
         assert time.monotonic() < deadline + 60
         time.sleep(0.1)
     final = api()
-    row = rendered(base + "/")[crawl_id]
+    page = rendered(base + "/")
+    row = page.rows[crawl_id]
     assert row["state"] == "done"
     assert {key: int(row[key]) for key in FIGURES} == {key: final["counts"][key] for key in FIGURES}
+    ranks = httpx.get(f"{base}/crawls/{crawl_id}/hosts", params={"limit": 5}).json()
+    shown = {
+        (kind, host): (float(cells["meanMs"]), int(cells["blocked"]))
+        for (crawl, kind, host), cells in page.hosts.items()
+        if crawl == crawl_id
+    }
+    expected = {
+        (kind, h["host"]): (h["meanMs"], h["blocked"])
+        for kind, key in (("slowest", "slowest"), ("blocked", "mostBlocked"))
+        for h in ranks[key]
+    }
+    assert shown == expected
+    assert any(kind == "blocked" for kind, _ in shown)
 
     shot = tmp_path / "dashboard.png"
     chromium(f"--screenshot={shot}", "--window-size=1200,600", "--virtual-time-budget=2500",

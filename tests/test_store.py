@@ -610,3 +610,29 @@ async def test_a_postgresql_error_is_one_line_without_the_password() -> None:
     assert message.startswith("store postgresql://127.0.0.1:1/test schema x: ")
     assert "s3cret-word" not in message
     assert "\n" not in message
+
+
+async def test_hosts_are_ranked_by_response_time_and_blocked_urls(store: Engine) -> None:
+    await insert(
+        store, *(url("a.test", n) for n in range(3)), *(url("b.test", n) for n in range(3))
+    )
+    ids = await store.host_ids(["a.test", "b.test"])
+    claimed = await store.claim({ids["a.test"]: 3, ids["b.test"]: 3}, now=1000.0)
+    a = [c for c in claimed if c.host_id == ids["a.test"]]
+    b = [c for c in claimed if c.host_id == ids["b.test"]]
+    outcomes = [
+        Outcome(a[0].id, a[0].host_id, State.DONE, 1, status=200, elapsed=0.2),
+        Outcome(a[1].id, a[1].host_id, State.FAILED, 1, error="timeout", elapsed=0.4),
+        Outcome(a[2].id, a[2].host_id, State.BLOCKED, 0),
+        Outcome(b[0].id, b[0].host_id, State.DONE, 1, status=200, elapsed=0.05),
+        Outcome(b[1].id, b[1].host_id, State.BLOCKED, 0),
+        Outcome(b[2].id, b[2].host_id, State.BLOCKED, 0),
+    ]
+    await store.commit(CommitBatch(outcomes=outcomes))
+    slowest, blocked = await store.host_figures(10)
+    assert [(h.name, h.responses, round(h.mean_seconds, 3)) for h in slowest] == [
+        ("a.test", 2, 0.3),
+        ("b.test", 1, 0.05),
+    ]
+    assert [(h.name, h.blocked) for h in blocked] == [("b.test", 2), ("a.test", 1)]
+    assert (await store.host_figures(1))[0][0].name == "a.test"

@@ -26,7 +26,7 @@ from trawl import __version__
 from trawl.crawls import Crawls, CrawlView
 from trawl.errors import StoreError, UsageError
 from trawl.rules import HostRule, OperatorRules
-from trawl.store.base import State
+from trawl.store.base import HostFigures, State
 from trawl.urls import DEFAULT_RULES, Rejection, normalize
 
 MAX_PAGE = 1000
@@ -86,6 +86,18 @@ class BlockPattern(BaseModel):
         except re.error as exc:
             raise ValueError(f"not a regular expression: {exc}") from exc
         return pattern
+
+
+class HostRank(BaseModel):
+    host: str
+    responses: int
+    meanMs: float
+    blocked: int
+
+
+class HostRanks(BaseModel):
+    slowest: list[HostRank]
+    mostBlocked: list[HostRank]
 
 
 class Policy(BaseModel):
@@ -188,6 +200,19 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         await found(crawl_id)
         await crawls.cancel(crawl_id)
         return _state_of(await found(crawl_id))
+
+    @app.get("/crawls/{crawl_id}/hosts")
+    async def hosts(crawl_id: str, limit: Annotated[int, Query(ge=1, le=100)] = 10) -> HostRanks:
+        await found(crawl_id)
+        slowest, blocked = await crawls.hosts(crawl_id, limit)
+
+        def rank(h: HostFigures) -> HostRank:
+            return HostRank(
+                host=h.name, responses=h.responses, meanMs=round(h.mean_seconds * 1000, 1),
+                blocked=h.blocked,
+            )  # fmt: skip
+
+        return HostRanks(slowest=[rank(h) for h in slowest], mostBlocked=[rank(h) for h in blocked])
 
     @app.get("/crawls/{crawl_id}/policy")
     async def policy(crawl_id: str) -> Policy:

@@ -25,7 +25,7 @@ from trawl.errors import StoreError, UsageError
 from trawl.policy import POLICY_KEY
 from trawl.rules import RULES_KEY, OperatorRules
 from trawl.runner import read_summary
-from trawl.store.base import ExportRow, State
+from trawl.store.base import ExportRow, HostFigures, State
 from trawl.store.location import SCHEMA_PREFIX, StoreLocation
 from trawl.store.sqlite import DB_NAME
 from trawl.summary import Summary
@@ -134,6 +134,12 @@ class Crawls:
         start = -(2**63) if after is None else after + 1
         async with self.location(crawl_id).open(readonly=True) as store:
             return await store.url_page(start, limit, state)
+
+    async def hosts(self, crawl_id: str, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
+        """The crawl's slowest and most-blocked hosts."""
+        await self.view(crawl_id)
+        async with self.location(crawl_id).open(readonly=True) as store:
+            return await store.host_figures(limit)
 
     async def rules(self, crawl_id: str) -> OperatorRules:
         """The operator's rules of the crawl."""

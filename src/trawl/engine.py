@@ -594,7 +594,7 @@ class Crawler:
                 Outcome(
                     url.id, url.host_id, State.QUEUED, attempts, status=result.status,
                     error=result.error or f"http_{result.status}", next_fetch_at=wall + delay,
-                    storage=result.archived,
+                    storage=result.archived, elapsed=result.elapsed,
                 )
             )  # fmt: skip
             batch.count("retries")
@@ -604,7 +604,7 @@ class Crawler:
             batch.outcomes.append(
                 Outcome(
                     url.id, url.host_id, State.FAILED, attempts, status=result.status,
-                    fetched_at=wall, error=error, storage=result.archived,
+                    fetched_at=wall, error=error, storage=result.archived, elapsed=result.elapsed,
                 )
             )  # fmt: skip
             batch.count("failed")
@@ -672,6 +672,7 @@ class Crawler:
             content_type=result.content_type, length=result.length, fetched_at=wall,
             redirect_to=redirect_to, error=error, truncated=result.truncated, canonical=canonical,
             content_hash=content_hash, simhash=simhash, storage=result.archived,
+            elapsed=result.elapsed,
         )  # fmt: skip
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:

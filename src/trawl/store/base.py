@@ -117,6 +117,8 @@ class Outcome:
     """Signed 64-bit SimHash of the main text (trawl.text), when it has one."""
     storage: StorageKey | None = None
     """Where the fetch was archived (``--warc``)."""
+    elapsed: float | None = None
+    """Seconds the fetch took (None: no request was sent for this outcome)."""
 
     def alias_of(self) -> int | None:
         """The id of the URL the page's canonical link names, unless it names the page."""
@@ -267,6 +269,50 @@ class ContentRows(NamedTuple):
     """Fetches to add to ``versions``: fingerprinted or archived, with a fetch time."""
     exact: set[int]
     """Pages the content stage found to duplicate another exactly: not block-indexed."""
+
+
+class HostTally(NamedTuple):
+    """What a batch's outcomes change in one host's row."""
+
+    requeued: int
+    """URLs queued again (retries)."""
+    answered: int
+    """URLs DONE or FAILED: they count against the page budget."""
+    returned: int
+    """URLs no longer handed out."""
+    blocked: int
+    """URLs robots.txt kept from being fetched."""
+    responses: int
+    """Requests answered, and ``seconds`` they took together."""
+    seconds: float
+
+
+def host_tallies(outcomes: Sequence[Outcome]) -> dict[int, HostTally]:
+    """Per host id, what ``outcomes`` change in its row."""
+    tallies: dict[int, list[float]] = {}
+    for o in outcomes:
+        t = tallies.setdefault(o.host_id, [0, 0, 0, 0, 0, 0.0])
+        t[0] += o.state == State.QUEUED
+        t[1] += o.state in (State.DONE, State.FAILED)
+        t[2] += 1
+        t[3] += o.state == State.BLOCKED
+        if o.elapsed is not None:
+            t[4] += 1
+            t[5] += o.elapsed
+    return {
+        host: HostTally(int(t[0]), int(t[1]), int(t[2]), int(t[3]), int(t[4]), t[5])
+        for host, t in tallies.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class HostFigures:
+    """A host as the dashboard ranks it: its mean response time and blocked URLs."""
+
+    name: str
+    responses: int
+    mean_seconds: float
+    blocked: int
 
 
 def content_rows(batch: CommitBatch) -> ContentRows:
@@ -488,6 +534,11 @@ class Store(Protocol):
 
     def export(self) -> AsyncIterator[ExportRow]:
         """Every known URL with its latest result."""
+        ...
+
+    async def host_figures(self, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
+        """The ``limit`` slowest hosts (highest mean response time, with at least one
+        response) and the ``limit`` hosts with the most robots-blocked URLs (at least one)."""
         ...
 
     async def url_page(

@@ -40,6 +40,7 @@ from trawl.store.base import (
     CommitBatch,
     CommitResult,
     ExportRow,
+    HostFigures,
     HostWork,
     Lease,
     Outcome,
@@ -49,6 +50,7 @@ from trawl.store.base import (
     Soft404Record,
     State,
     export_row,
+    host_tallies,
     pages_by_id,
     settle_fences,
 )
@@ -64,7 +66,6 @@ from trawl.store.schema import POSTGRES_TYPES, SCHEMA_VERSION, migration_stateme
 _POOL_SIZE = 4
 _CONNECT_TIMEOUT = 10
 _EXPORT_PAGE = 5000
-_ANSWERED = (State.DONE, State.FAILED)
 # States are written into the SQL, not passed as parameters, so the planner can match
 # the partial indexes (``WHERE state = 0``) whatever plan it caches.
 _QUEUED, _CLAIMED, _PARKED = int(State.QUEUED), int(State.CLAIMED), int(State.PARKED)
@@ -260,9 +261,15 @@ WHERE urls.id = o.id
 """
 _ANSWER_HOSTS = (
     "UPDATE hosts SET queued = hosts.queued + c.requeued, fetched = hosts.fetched + c.answered, "
-    "claimed = GREATEST(hosts.claimed - c.returned, 0) "
-    "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) "
-    "AS c(id, requeued, answered, returned) WHERE hosts.id = c.id"
+    "claimed = GREATEST(hosts.claimed - c.returned, 0), blocked = hosts.blocked + c.blocked, "
+    "responses = hosts.responses + c.responses, "
+    "response_seconds = hosts.response_seconds + c.seconds "
+    "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], "
+    "%s::bigint[], %s::float8[]) "
+    "AS c(id, requeued, answered, returned, blocked, responses, seconds) WHERE hosts.id = c.id"
+)
+_HOST_FIGURES = (
+    "SELECT name, responses, response_seconds / GREATEST(responses, 1), blocked FROM hosts "
 )
 # New URLs, one statement for the whole batch. A host whose discovery budget has room
 # for every candidate takes them all (insert-if-absent); otherwise its candidates are
@@ -693,15 +700,8 @@ class PostgresStore(AsyncResource):
             for o in latest.values()
         ]  # fmt: skip
         await conn.execute(_ANSWER, columns(rows, 15))
-        per_host: dict[int, list[int]] = {}
-        for o in outcomes:
-            counts = per_host.setdefault(o.host_id, [0, 0, 0])
-            counts[0] += o.state == State.QUEUED
-            counts[1] += o.state in _ANSWERED
-            counts[2] += 1
-        await conn.execute(
-            _ANSWER_HOSTS, columns([(host, *counts) for host, counts in per_host.items()], 4)
-        )
+        tallies = [(host, *tally) for host, tally in host_tallies(outcomes).items()]
+        await conn.execute(_ANSWER_HOSTS, columns(tallies, 7))
 
     async def _insert_urls(
         self, conn: AsyncConnection[Any], batch: CommitBatch
@@ -795,6 +795,18 @@ class PostgresStore(AsyncResource):
     async def set_meta(self, key: str, value: str) -> None:
         async with self._connection() as conn:
             await conn.execute(_SET_META, (key, value))
+
+    async def host_figures(self, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
+        async with self._connection() as conn:
+            slowest = await conn.execute(
+                _HOST_FIGURES + "WHERE responses > 0 ORDER BY 3 DESC LIMIT %s", (limit,)
+            )
+            slow_rows = await slowest.fetchall()
+            blocked = await conn.execute(
+                _HOST_FIGURES + "WHERE blocked > 0 ORDER BY 4 DESC, 1 LIMIT %s", (limit,)
+            )
+            blocked_rows = await blocked.fetchall()
+        return [HostFigures(*r) for r in slow_rows], [HostFigures(*r) for r in blocked_rows]
 
     async def url_page(
         self, start: int, limit: int, state: State | None = None

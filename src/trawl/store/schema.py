@@ -23,6 +23,10 @@ archived, keyed by URL hash and fetch time, so versions are added and never over
 
 Migration 4 adds the address a host resolved to, so that workers sharing a crawl never
 hold hosts on one server address at once (the per-address limit across workers).
+
+Migration 5 adds per-host figures for the dashboard: URLs robots.txt blocked (counted
+from ``urls`` for an older crawl), and answered requests with their summed response
+time (from then on).
 """
 
 from __future__ import annotations
@@ -120,6 +124,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE hosts ADD COLUMN address TEXT",
         "CREATE INDEX IF NOT EXISTS hosts_by_address ON hosts (address)",
+    ),
+    (
+        "ALTER TABLE hosts ADD COLUMN blocked BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE hosts ADD COLUMN responses BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE hosts ADD COLUMN response_seconds DOUBLE PRECISION NOT NULL DEFAULT 0",
+        """UPDATE hosts SET blocked = (SELECT COUNT(*) FROM urls
+            WHERE urls.host_id = hosts.id AND urls.state = 4)""",
     ),
 )
 

@@ -31,6 +31,7 @@ from trawl.store.base import (
     CommitBatch,
     CommitResult,
     ExportRow,
+    HostFigures,
     HostWork,
     Lease,
     NewURL,
@@ -41,6 +42,7 @@ from trawl.store.base import (
     Soft404Record,
     State,
     export_row,
+    host_tallies,
     pages_by_id,
     settle_fences,
 )
@@ -57,7 +59,6 @@ from trawl.store.sqlite_content import (
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
-_ANSWERED = (State.DONE, State.FAILED)
 
 
 class SQLiteStore(AsyncResource):
@@ -402,6 +403,21 @@ class SQLiteStore(AsyncResource):
 
         await self._run(lambda: self._transaction(work))
 
+    async def host_figures(self, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
+        def work() -> tuple[list[HostFigures], list[HostFigures]]:
+            columns = "name, responses, response_seconds / MAX(responses, 1), blocked"
+            slowest = self._db.execute(
+                f"SELECT {columns} FROM hosts WHERE responses > 0 ORDER BY 3 DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+            blocked = self._db.execute(
+                f"SELECT {columns} FROM hosts WHERE blocked > 0 ORDER BY 4 DESC, 1 LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [HostFigures(*r) for r in slowest], [HostFigures(*r) for r in blocked]
+
+        return await self._run(work)
+
     async def url_page(
         self, start: int, limit: int, state: State | None = None
     ) -> list[tuple[int, ExportRow]]:
@@ -568,18 +584,11 @@ def _apply(
                 for o in batch.outcomes
             ],
         )  # fmt: skip
-        # Per host: URLs queued again, URLs answered (they count against the page
-        # budget), URLs no longer handed out.
-        per_host: dict[int, list[int]] = {}
-        for o in batch.outcomes:
-            counts = per_host.setdefault(o.host_id, [0, 0, 0])
-            counts[0] += o.state == State.QUEUED
-            counts[1] += o.state in _ANSWERED
-            counts[2] += 1
         db.executemany(
             "UPDATE hosts SET queued = queued + ?, fetched = fetched + ?, "
-            "claimed = MAX(claimed - ?, 0) WHERE id = ?",
-            [(*counts, host) for host, counts in per_host.items()],
+            "claimed = MAX(claimed - ?, 0), blocked = blocked + ?, "
+            "responses = responses + ?, response_seconds = response_seconds + ? WHERE id = ?",
+            [(*tally, host) for host, tally in host_tallies(batch.outcomes).items()],
         )
     inserted = left_out = 0
     hosts_with_new_work: set[int] = set()
