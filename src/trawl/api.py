@@ -14,7 +14,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.resources import files
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Query
@@ -50,6 +50,20 @@ class NewCrawl(BaseModel):
             if isinstance(normalize(seed, None, DEFAULT_RULES), Rejection):
                 raise ValueError(f"not a crawlable http(s) URL: {seed}")
         return seeds
+
+
+class Problem(BaseModel):
+    """Why a request was refused."""
+
+    detail: str
+
+
+_UNKNOWN: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "No such crawl"}
+}
+_GUARDED: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "A valid bearer token is required"}
+}
 
 
 class CrawlId(BaseModel):
@@ -141,7 +155,12 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         yield
         crawls.close()
 
-    app = FastAPI(title="trawl", version=__version__, lifespan=lifespan)
+    app = FastAPI(
+        title="trawl",
+        version=__version__,
+        lifespan=lifespan,
+        responses={400: {"model": Problem, "description": "The request body is not JSON"}},
+    )
 
     def authorised(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
@@ -165,7 +184,7 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         """The live dashboard: every crawl's state and counts, pages/s over time."""
         return DASHBOARD
 
-    @app.post("/crawls", status_code=201, dependencies=write)
+    @app.post("/crawls", status_code=201, dependencies=write, responses=_GUARDED)
     async def start(new: NewCrawl) -> CrawlId:
         options = ["--scope", new.scope]
         if new.maxPages is not None:
@@ -176,17 +195,21 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
     async def every() -> list[CrawlState]:
         return [_state_of(await found(crawl_id)) for crawl_id in await crawls.ids()]
 
-    @app.get("/crawls/{crawl_id}")
+    @app.get("/crawls/{crawl_id}", responses=_UNKNOWN)
     async def one(crawl_id: str) -> CrawlState:
         return _state_of(await found(crawl_id))
 
-    @app.post("/crawls/{crawl_id}/pause", dependencies=write)
+    @app.post("/crawls/{crawl_id}/pause", dependencies=write, responses=_GUARDED | _UNKNOWN)
     async def pause(crawl_id: str) -> CrawlState:
         await found(crawl_id)
         await crawls.pause(crawl_id)
         return _state_of(await found(crawl_id))
 
-    @app.post("/crawls/{crawl_id}/resume", dependencies=write)
+    @app.post(
+        "/crawls/{crawl_id}/resume",
+        dependencies=write,
+        responses=_GUARDED | _UNKNOWN | {409: {"model": Problem, "description": "Cancelled"}},
+    )
     async def resume(crawl_id: str) -> CrawlState:
         await found(crawl_id)
         try:
@@ -195,13 +218,13 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
             raise HTTPException(409, str(exc)) from exc
         return _state_of(await found(crawl_id))
 
-    @app.post("/crawls/{crawl_id}/cancel", dependencies=write)
+    @app.post("/crawls/{crawl_id}/cancel", dependencies=write, responses=_GUARDED | _UNKNOWN)
     async def cancel(crawl_id: str) -> CrawlState:
         await found(crawl_id)
         await crawls.cancel(crawl_id)
         return _state_of(await found(crawl_id))
 
-    @app.get("/crawls/{crawl_id}/hosts")
+    @app.get("/crawls/{crawl_id}/hosts", responses=_UNKNOWN)
     async def hosts(crawl_id: str, limit: Annotated[int, Query(ge=1, le=100)] = 10) -> HostRanks:
         await found(crawl_id)
         slowest, blocked = await crawls.hosts(crawl_id, limit)
@@ -214,12 +237,12 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
 
         return HostRanks(slowest=[rank(h) for h in slowest], mostBlocked=[rank(h) for h in blocked])
 
-    @app.get("/crawls/{crawl_id}/policy")
+    @app.get("/crawls/{crawl_id}/policy", responses=_UNKNOWN)
     async def policy(crawl_id: str) -> Policy:
         await found(crawl_id)
         return Policy.model_validate((await crawls.rules(crawl_id)).as_dict())
 
-    @app.put("/crawls/{crawl_id}/hosts/{host}", dependencies=write)
+    @app.put("/crawls/{crawl_id}/hosts/{host}", dependencies=write, responses=_GUARDED | _UNKNOWN)
     async def host_policy(crawl_id: str, host: str, rule: HostPolicy) -> Policy:
         await found(crawl_id)
         current = await crawls.rules(crawl_id)
@@ -228,7 +251,7 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         await crawls.set_rules(crawl_id, updated)
         return Policy.model_validate(updated.as_dict())
 
-    @app.post("/crawls/{crawl_id}/blocks", dependencies=write)
+    @app.post("/crawls/{crawl_id}/blocks", dependencies=write, responses=_GUARDED | _UNKNOWN)
     async def block(crawl_id: str, block: BlockPattern) -> Policy:
         await found(crawl_id)
         current = await crawls.rules(crawl_id)
@@ -237,7 +260,7 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         await crawls.set_rules(crawl_id, updated)
         return Policy.model_validate(updated.as_dict())
 
-    @app.get("/crawls/{crawl_id}/urls")
+    @app.get("/crawls/{crawl_id}/urls", responses=_UNKNOWN)
     async def urls(
         crawl_id: str,
         after: int | None = None,
