@@ -19,8 +19,11 @@ import httpx
 import pytest
 from bench.servers import free_port
 
+from pg import URL as PG_URL
+from pg import drop_schema
 from trawl.api import create_app
 from trawl.crawls import Crawls
+from trawl.store.location import SCHEMA_PREFIX
 from trawl.testsite import Site, SiteServer, generate_site
 from trawl.testsite.site import Route
 
@@ -253,3 +256,24 @@ async def test_bad_rules_are_refused(
     url = f"/crawls/{crawl_id}{path}"
     assert (await client.request(method, url, json=rule, headers=AUTH)).status_code == 422
     assert (await client.request(method, url, json={"blocked": True})).status_code == 401
+
+
+async def test_crawls_kept_in_postgresql(tmp_path: Path) -> None:
+    with SiteServer(slow_site) as server:
+        crawls = Crawls(tmp_path, PG_URL, crawl_options=[*server.resolve_args(), *FAST])
+        transport = httpx.ASGITransport(app=create_app(crawls))
+        crawl_id = ""
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+                body = {"seeds": list(server.site.seeds)}
+                crawl_id = (await client.post("/crawls", json=body)).json()["crawlId"]
+                final = await wait_for(client, crawl_id, lambda s: s["state"] == "done")
+                listed = {c["crawlId"] for c in (await client.get("/crawls")).json()}
+                page = await client.get(f"/crawls/{crawl_id}/urls", params={"limit": 1000})
+        finally:
+            crawls.close()
+            if crawl_id:
+                drop_schema(SCHEMA_PREFIX + crawl_id)
+    assert final["counts"]["discovered"] == len(server.site.ground_truth)
+    assert crawl_id in listed
+    assert {row["url"] for row in page.json()["urls"]} == server.site.ground_truth
