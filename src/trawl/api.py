@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from typing import Annotated, Any, Literal
@@ -184,6 +184,12 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         """The live dashboard: every crawl's state and counts, pages/s over time."""
         return DASHBOARD
 
+    async def acted(crawl_id: str, action: Callable[[str], Awaitable[None]]) -> CrawlState:
+        """Apply ``action`` to an existing crawl; its state afterwards."""
+        await found(crawl_id)
+        await action(crawl_id)
+        return _state_of(await found(crawl_id))
+
     @app.post("/crawls", status_code=201, dependencies=write, responses=_GUARDED)
     async def start(new: NewCrawl) -> CrawlId:
         options = ["--scope", new.scope]
@@ -201,9 +207,7 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
 
     @app.post("/crawls/{crawl_id}/pause", dependencies=write, responses=_GUARDED | _UNKNOWN)
     async def pause(crawl_id: str) -> CrawlState:
-        await found(crawl_id)
-        await crawls.pause(crawl_id)
-        return _state_of(await found(crawl_id))
+        return await acted(crawl_id, crawls.pause)
 
     @app.post(
         "/crawls/{crawl_id}/resume",
@@ -211,18 +215,14 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         responses=_GUARDED | _UNKNOWN | {409: {"model": Problem, "description": "Cancelled"}},
     )
     async def resume(crawl_id: str) -> CrawlState:
-        await found(crawl_id)
         try:
-            await crawls.resume(crawl_id)
+            return await acted(crawl_id, crawls.resume)
         except UsageError as exc:
             raise HTTPException(409, str(exc)) from exc
-        return _state_of(await found(crawl_id))
 
     @app.post("/crawls/{crawl_id}/cancel", dependencies=write, responses=_GUARDED | _UNKNOWN)
     async def cancel(crawl_id: str) -> CrawlState:
-        await found(crawl_id)
-        await crawls.cancel(crawl_id)
-        return _state_of(await found(crawl_id))
+        return await acted(crawl_id, crawls.cancel)
 
     @app.get("/crawls/{crawl_id}/hosts", responses=_UNKNOWN)
     async def hosts(crawl_id: str, limit: Annotated[int, Query(ge=1, le=100)] = 10) -> HostRanks:
