@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from test_store import Engine, insert, open_store, pg_schema, queued, rows, store, url
+from test_store import Engine, OpenStore, insert, open_store, pg_schema, queued, rows, store, url
 from trawl.committer import merge
 from trawl.store.base import (
     STALE_COUNTER,
@@ -69,7 +69,9 @@ async def test_only_the_leaseholder_claims_a_hosts_urls(store: Engine) -> None:
     assert len(await store.claim({lease.host_id: 5}, now=1e12, worker=A)) == 2
 
 
-async def test_an_expired_lease_is_taken_over_with_its_claimed_urls(store: Engine) -> None:
+async def test_an_expired_lease_is_taken_over_with_its_claimed_urls(
+    store: Engine, open_store: OpenStore
+) -> None:
     await insert(store, url("a.test", 1), url("a.test", 2), url("a.test", 3))
     (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
     claimed = await store.claim({old.host_id: 2}, now=1e12, worker=A)
@@ -81,7 +83,7 @@ async def test_an_expired_lease_is_taken_over_with_its_claimed_urls(store: Engin
     assert new.host_id == old.host_id
     assert new.generation == old.generation + 1
     # A never answered its two URLs: they are queued again for B.
-    assert await queued(store) == {"a.test": 3}
+    assert queued(open_store) == {"a.test": 3}
     assert all(r.state == State.QUEUED for r in (await rows(store)).values())
     assert len(await store.claim({new.host_id: 10}, now=1e12, worker=B)) == 3
     assert await store.claim({old.host_id: 10}, now=1e12, worker=A) == []
@@ -142,7 +144,7 @@ async def test_a_stale_completion_is_refused_and_counted(store: Engine) -> None:
     assert (await store.counters())["fetched"] == 1
 
 
-async def test_a_stale_release_changes_nothing(store: Engine) -> None:
+async def test_a_stale_release_changes_nothing(store: Engine, open_store: OpenStore) -> None:
     await insert(store, url("a.test", 1), url("a.test", 2))
     (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
     await asyncio.sleep(0.3)
@@ -150,26 +152,26 @@ async def test_a_stale_release_changes_nothing(store: Engine) -> None:
     await store.claim({new.host_id: 1}, now=1e12, worker=B)
 
     await store.commit(CommitBatch(releases=[Release(old.host_id, old.generation, 9e9)]))
-    assert await queued(store) == {"a.test": 1}
+    assert queued(open_store) == {"a.test": 1}
     assert await store.lease_hosts(A, limit=10, ttl=60) == []
     assert await store.lease_hosts(B, limit=10, ttl=60, holding={new.host_id}) == []
 
     await store.commit(CommitBatch(releases=[Release(new.host_id, new.generation, 123.0)]))
     # B's buffered URL is queued again and the next owner inherits B's politeness time.
-    assert await queued(store) == {"a.test": 2}
+    assert queued(open_store) == {"a.test": 2}
     (after,) = await store.lease_hosts(A, limit=10, ttl=60)
     assert after.next_eligible_at == 123.0
     assert after.generation == new.generation + 1
 
 
-async def test_recover_ends_a_workers_own_leases(store: Engine) -> None:
+async def test_recover_ends_a_workers_own_leases(store: Engine, open_store: OpenStore) -> None:
     await insert(store, url("a.test", 1), url("b.test", 1))
     leases = await store.lease_hosts(A, limit=10, ttl=600)
     for lease in leases:
         await store.claim({lease.host_id: 1}, now=1e12, worker=A)
     assert await store.work_left() == 2
     assert await store.recover(A) == 2
-    assert await queued(store) == {"a.test": 1, "b.test": 1}
+    assert queued(open_store) == {"a.test": 1, "b.test": 1}
     assert len(await store.lease_hosts(B, limit=10, ttl=60)) == 2
 
 

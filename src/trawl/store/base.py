@@ -355,16 +355,6 @@ class CommitResult:
 
 
 @dataclass(frozen=True, slots=True)
-class HostWork:
-    """A host that has queued URLs in the store."""
-
-    id: int
-    name: str
-    queued: int
-    next_eligible_at: float
-
-
-@dataclass(frozen=True, slots=True)
 class ExportRow:
     """One URL as ``trawl export`` writes it."""
 
@@ -469,10 +459,6 @@ class Store(Protocol):
 
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
         """Return ids for host names, creating hosts that are new."""
-        ...
-
-    async def hosts_with_work(self, limit: int) -> Sequence[HostWork]:
-        """Hosts with queued URLs, soonest eligible first."""
         ...
 
     async def claim(

@@ -41,7 +41,6 @@ from trawl.store.base import (
     CommitResult,
     ExportRow,
     HostFigures,
-    HostWork,
     Lease,
     Outcome,
     QueuedURL,
@@ -593,15 +592,6 @@ class PostgresStore(AsyncResource):
                 "SELECT name, id FROM hosts WHERE name = ANY(%s::text[])", (list(names),)
             )
         return {row[0]: row[1] for row in await cursor.fetchall()}
-
-    async def hosts_with_work(self, limit: int) -> Sequence[HostWork]:
-        async with self._connection() as conn:
-            cursor = await conn.execute(
-                "SELECT id, name, queued, next_eligible_at FROM hosts WHERE queued > 0 "
-                "ORDER BY next_eligible_at LIMIT %s",
-                (limit,),
-            )
-            return [HostWork(*row) for row in await cursor.fetchall()]
 
     async def claim(
         self, wanted: Mapping[int, int], now: float, worker: str | None = None

@@ -32,7 +32,6 @@ from trawl.store.base import (
     CommitResult,
     ExportRow,
     HostFigures,
-    HostWork,
     Lease,
     NewURL,
     QueuedURL,
@@ -213,17 +212,6 @@ class SQLiteStore(AsyncResource):
 
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
         return await self._run(lambda: self._transaction(lambda db: _ensure_hosts(db, names)))
-
-    async def hosts_with_work(self, limit: int) -> Sequence[HostWork]:
-        def work() -> list[HostWork]:
-            rows = self._db.execute(
-                "SELECT id, name, queued, next_eligible_at FROM hosts WHERE queued > 0 "
-                "ORDER BY next_eligible_at LIMIT ?",
-                (limit,),
-            ).fetchall()
-            return [HostWork(*row) for row in rows]
-
-        return await self._run(work)
 
     async def lease_hosts(
         self, worker: str, limit: int, ttl: float, holding: Collection[int] = ()
