@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trawl.committer import Committer
 from trawl.config import CrawlConfig
@@ -35,7 +35,6 @@ from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
-from trawl.metrics import CrawlMetrics, Levels
 from trawl.parser import is_html
 from trawl.policy import POLICY_KEY, policy_json
 from trawl.resolver import BlockedAddress
@@ -60,6 +59,9 @@ from trawl.store.base import (
 from trawl.summary import Summary
 from trawl.urls import Rejection, hostname, normalize
 from trawl.wakeup import Wakeup
+
+if TYPE_CHECKING:
+    from trawl.metrics import CrawlMetrics, Levels
 
 REFILL_PERIOD = 0.5
 COMMIT_LINGER = 0.002
@@ -398,6 +400,10 @@ class Crawler:
 
     def levels(self) -> Levels:
         """What the crawl holds right now, for the metrics."""
+        # Imported here: prometheus-client costs every process start about 13 ms, and
+        # only crawls with --metrics-port read their levels.
+        from trawl.metrics import Levels
+
         stats = self._fetcher.resolver_stats
         return Levels(
             frontier_queue=self._scheduler.buffered,

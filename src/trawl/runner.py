@@ -27,7 +27,6 @@ from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.events import EventWriter
 from trawl.extract import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetcher import Fetcher
-from trawl.metrics import CrawlMetrics, MetricsServer
 from trawl.netguard import AddressPolicy
 from trawl.policy import POLICY_KEY, with_policy
 from trawl.progress import show_progress
@@ -139,6 +138,8 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
             )
         metrics = None
         if config.metrics_port is not None:
+            from trawl.metrics import CrawlMetrics, MetricsServer
+
             metrics = CrawlMetrics()
             stack.enter_context(MetricsServer(metrics, config.metrics_port))
         yield Crawler(config, store, fetcher, extract, content=content, metrics=metrics)
