@@ -89,6 +89,15 @@ _LOCK_HOSTS = (
 _NOW = "extract(epoch FROM now())"
 """The database's clock, which every worker shares: lease expiry is judged by it."""
 _RECOVER = f"UPDATE urls SET state = {_QUEUED} WHERE state = {_CLAIMED}"
+# A statement that changes several host rows takes their locks in whatever order it
+# meets them; these lock the rows in id order first, as every commit does, so that two
+# transactions never wait for each other's rows (a deadlock, seen between renewals and
+# commits with three workers).
+_LOCK_HOST_IDS = "SELECT id FROM hosts WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE"
+_LOCK_PARKED_HOSTS = (
+    "SELECT id FROM hosts WHERE id IN "
+    f"(SELECT DISTINCT host_id FROM urls WHERE state = {_PARKED}) ORDER BY id FOR UPDATE"
+)
 # A worker's own leases after its restart: their CLAIMED URLs return to the queue.
 _RECOVER_WORKER = f"""
 WITH mine AS (
@@ -523,6 +532,7 @@ class PostgresStore(AsyncResource):
                 await conn.execute(_RECOUNT)
             else:
                 requeued = await conn.execute(_RECOVER_WORKER, {"worker": worker})
+                await conn.execute(_LOCK_PARKED_HOSTS)
                 await conn.execute(_UNPARK, unpark)
         if worker is None:
             return moved.rowcount
@@ -558,9 +568,10 @@ class PostgresStore(AsyncResource):
             "ids": list(leases),
             "generations": list(leases.values()),
         }
-        async with self._connection() as conn:
+        async with self._transaction() as conn:
+            await conn.execute(_LOCK_HOST_IDS, (sorted(leases),))
             cursor = await conn.execute(_RENEW, params)
-            return frozenset(row[0] for row in await cursor.fetchall())
+        return frozenset(row[0] for row in await cursor.fetchall())
 
     async def work_left(self) -> int:
         async with self._connection() as conn:
@@ -600,6 +611,7 @@ class PostgresStore(AsyncResource):
             return []
         hosts, limits = list(wanted), list(wanted.values())
         async with self._transaction() as conn:
+            await conn.execute(_LOCK_HOST_IDS, (sorted(hosts),))
             if self._page_budget is not None:
                 await conn.execute(
                     _PARK,
