@@ -31,7 +31,7 @@ SUMMARY_KEYS = {
     "state", "discovered", "fetched", "queued", "status", "robots_blocked", "off_scope",
     "excluded", "invalid", "invalid_by_reason", "links", "duplicates", "redirects",
     "redirect_limit", "retries", "failed", "errors_by_class", "requests", "elapsed",
-    "pages_per_second", "dns", "limits", "content", "fetched_this_run",
+    "pages_per_second", "dns", "limits", "content", "freshness", "fetched_this_run",
 }  # fmt: skip
 
 

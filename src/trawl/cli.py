@@ -21,9 +21,11 @@ from trawl import __version__
 from trawl.config import (
     Breaker,
     CrawlConfig,
+    Freshness,
     LeasePolicy,
     Limits,
     Politeness,
+    RecrawlPass,
     ScopeConfig,
     Timeouts,
     default_user_agent,
@@ -35,6 +37,8 @@ from trawl.config import (
 from trawl.errors import TrawlError, UsageError
 from trawl.exporter import export_rows
 from trawl.logs import FORMATS, LEVELS, configure_logging
+from trawl.priority import DEFAULT_HORIZON
+from trawl.recrawl import RecrawlPolicy
 from trawl.retry import RetryPolicy
 from trawl.runner import read_summary, run_crawl
 from trawl.scope import ScopeMode
@@ -118,6 +122,23 @@ _CRAWL_OPTIONS = [
                  help="Log lines on stderr as text or one JSON object a line."),
     click.option("--log-level", type=click.Choice(LEVELS), default="warning",
                  help="Least severe log lines shown (debug: one line per fetch)."),
+    click.option("--sitemaps", is_flag=True,
+                 help="Read every host's sitemaps (robots.txt Sitemap: lines and "
+                      "/sitemap.xml) for more URLs and their change times."),
+    click.option("--sitemaps-only", is_flag=True,
+                 help="Start from the seeds' sitemaps instead of the seed pages "
+                      "(implies --sitemaps)."),
+    click.option("--continuous", is_flag=True,
+                 help="Keep crawling: queue pages again as they come due for a recrawl."),
+    click.option("--recrawl-min", type=float, default=3600.0,
+                 help="Shortest revisit interval of a page, seconds."),
+    click.option("--recrawl-max", type=float, default=30 * 86400.0,
+                 help="Longest revisit interval of a page, seconds."),
+    click.option("--recrawl-initial", type=float, default=86400.0,
+                 help="Revisit interval after a page's first fetch, seconds."),
+    click.option("--priority-horizon", type=float, default=3600.0,
+                 help="Seconds of waiting the whole priority range is worth: a URL is "
+                      "never passed by URLs queued this long after it."),
     click.option("--memory-queue", type=int, default=10_000, help="URLs buffered in RAM."),
     click.option("--expected-urls", type=int, default=10_000_000,
                  help="Sizes the Bloom filter (1%% false positives)."),
@@ -243,6 +264,18 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         ),
         join=bool(values.get("join")),
         metrics_port=_optional(int, values.get("metrics_port")),
+        freshness=Freshness(
+            recrawl=RecrawlPolicy(
+                minimum=float(values.get("recrawl_min", 3600.0)),
+                maximum=float(values.get("recrawl_max", 30 * 86400.0)),
+                initial=float(values.get("recrawl_initial", 86400.0)),
+            ),
+            horizon=float(values.get("priority_horizon", DEFAULT_HORIZON)),
+            sitemaps=bool(values.get("sitemaps")),
+            sitemaps_only=bool(values.get("sitemaps_only")),
+            continuous=bool(values.get("continuous")),
+            recrawl_pass=_optional(RecrawlPass, values.get("recrawl_pass")),
+        ),
         honour_nofollow=not values.get("ignore_nofollow"),
         soft_404=not values.get("no_soft_404"),
         rng_seed=_optional(int, values.get("seed")),
@@ -327,10 +360,12 @@ _WORKER_LOCAL = (
 """The options ``trawl worker`` takes: what belongs to the machine, not to the crawl."""
 
 
-def _worker_params() -> list[click.Parameter]:
+def _worker_params(*, required: bool = True) -> list[click.Parameter]:
+    """The options of a command that joins a stored crawl: where it is (``--store``
+    ``required``, or else SQLite in the data dir) and the machine-local options."""
     by_name = {param.name: param for param in crawl.params}
     return [
-        click.Option(["--store"], metavar="DSN", required=True,
+        click.Option(["--store"], metavar="DSN", required=required,
                      help="The PostgreSQL database of the crawl (postgresql://...)."),
         click.Option(["--crawl"], metavar="NAME",
                      help="Which crawl to join (default: the newest unfinished one)."),
@@ -350,6 +385,26 @@ def worker(**params: Any) -> None:
     if values["crawl"] is None:
         values["crawl"] = asyncio.run(newest_unfinished(str(values["store"])))
     values["join"] = True
+    summary = crawl_and_report(build_config((), values), values)
+    if summary.state == "interrupted":
+        sys.exit(130)
+
+
+@cli.command(params=_worker_params(required=False))
+@click.option("--all", "every", is_flag=True,
+              help="Recrawl every known page, whatever its due time.")  # fmt: skip
+def recrawl(every: bool, **params: Any) -> None:
+    """Recrawl the pages of a crawl that are due (one pass), then stop.
+
+    Conditional requests (If-None-Match, If-Modified-Since) spare the pages that did not
+    change; new links found on changed pages are crawled too. The crawl's policy comes
+    from its store, as for `trawl worker`; `--continuous` on the crawl does this forever.
+    """
+    values = crawl.make_context("recrawl", [], resilient_parsing=True).params
+    values.update(params)
+    values["crawl"] = values["crawl"] or DEFAULT_CRAWL
+    values["join"] = True
+    values["recrawl_pass"] = RecrawlPass.ALL if every else RecrawlPass.DUE
     summary = crawl_and_report(build_config((), values), values)
     if summary.state == "interrupted":
         sys.exit(130)

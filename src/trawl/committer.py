@@ -30,6 +30,8 @@ def merge(into: CommitBatch, part: CommitBatch) -> None:
     """Append ``part`` to ``into``; a fenced part's own writes stay apart in
     ``into.fenced`` for the store to check against the host's lease."""
     into.new_urls.extend(part.new_urls)
+    into.listed.update(part.listed)
+    into.lastmods.extend(part.lastmods)
     into.content.extend(part.content)
     into.releases.extend(part.releases)
     if part.fence is not None:

@@ -6,6 +6,7 @@ string-keyed settings dict; each stage receives the typed value it needs.
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import re
 import socket
@@ -18,6 +19,8 @@ from typing import Any
 from trawl import __version__
 from trawl.errors import UsageError
 from trawl.links import DEFAULT_MAX_DEPTH
+from trawl.priority import DEFAULT_HORIZON
+from trawl.recrawl import RecrawlPolicy
 from trawl.retry import RetryPolicy
 from trawl.scope import ScopeMode
 from trawl.store.location import StoreLocation
@@ -148,6 +151,41 @@ class Breaker:
             raise UsageError("--breaker-pause must not be negative")
 
 
+class RecrawlPass(enum.StrEnum):
+    """What ``trawl recrawl`` queues again before it crawls: the pages due, or all."""
+
+    DUE = "due"
+    ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """Keeping a crawl fresh: revisit intervals, queue priority and sitemaps.
+
+    ``continuous`` keeps the crawl running, queueing pages again as they come due;
+    ``recrawl_pass`` queues due (or all) pages again once, when the run starts.
+    ``sitemaps`` reads every host's sitemaps (robots.txt ``Sitemap:`` lines and
+    ``/sitemap.xml``); ``sitemaps_only`` also starts from the seeds' sitemaps instead of
+    the seed pages.
+    """
+
+    recrawl: RecrawlPolicy = field(default_factory=RecrawlPolicy)
+    horizon: float = DEFAULT_HORIZON
+    sitemaps: bool = False
+    sitemaps_only: bool = False
+    continuous: bool = False
+    recrawl_pass: RecrawlPass | None = None
+
+    def __post_init__(self) -> None:
+        if self.horizon < 0:
+            raise UsageError("--priority-horizon must not be negative")
+
+    @property
+    def reads_sitemaps(self) -> bool:
+        """Whether sitemaps are fetched at all."""
+        return self.sitemaps or self.sitemaps_only
+
+
 @dataclass(frozen=True, slots=True)
 class ScopeConfig:
     """Which discovered URLs belong to the crawl."""
@@ -221,6 +259,7 @@ class CrawlConfig:
     """Join a crawl that exists, under the policy stored with it (``trawl worker``)."""
     metrics_port: int | None = None
     """Serve Prometheus metrics on 127.0.0.1 at this port (0: any free port)."""
+    freshness: Freshness = field(default_factory=Freshness)
 
     @property
     def location(self) -> StoreLocation:
@@ -257,7 +296,8 @@ _CONFIG_KEYS = frozenset(
         "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
         "breaker_pause", "breaker_trips", "no_soft_404", "text", "text_skip_near_duplicates",
         "events", "store", "crawl", "worker_id", "lease_ttl", "max_hosts", "metrics_port",
-        "log_format", "log_level",
+        "log_format", "log_level", "sitemaps", "sitemaps_only", "continuous", "recrawl_min",
+        "recrawl_max", "recrawl_initial", "priority_horizon",
     }
 )  # fmt: skip
 

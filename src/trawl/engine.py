@@ -18,6 +18,7 @@ being extracted, waiting to commit, being claimed, or queued in the store.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import random
 import re
@@ -27,16 +28,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trawl.committer import Committer
-from trawl.config import CrawlConfig
+from trawl.config import CrawlConfig, RecrawlPass
 from trawl.content import ContentStage, FetchedContent
 from trawl.errors import UsageError
 from trawl.extract import ExtractPool
-from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult
+from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult, Validators
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
 from trawl.parser import is_html
 from trawl.policy import POLICY_KEY, policy_json
+from trawl.recrawl import NOT_MODIFIED, revisit
 from trawl.resolver import BlockedAddress
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import DISALLOW_ALL, agent_token
@@ -44,12 +46,15 @@ from trawl.robots_gate import RobotsGate
 from trawl.rules import BLOCKED_ERROR, RULES_KEY, OperatorRules
 from trawl.scope import Scope
 from trawl.seen import SeenSet
+from trawl.sitemap_links import DEFAULT_SITEMAP, host_sitemaps, queue_sitemaps, read_sitemap
+from trawl.sitemaps import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.soft404 import Soft404Detector
 from trawl.store.base import (
     CommitBatch,
     CommitResult,
     Fence,
     HostUpdate,
+    Kind,
     Outcome,
     QueuedURL,
     Release,
@@ -64,6 +69,8 @@ if TYPE_CHECKING:
     from trawl.metrics import CrawlMetrics, Levels
 
 REFILL_PERIOD = 0.5
+REQUEUE_BATCH = 10_000
+"""Due pages queued again per store transaction."""
 COMMIT_LINGER = 0.002
 """Seconds the committer waits for more pages before a transaction: one transaction per
 page costs more store time than a whole page's other bookkeeping."""
@@ -200,6 +207,8 @@ class Crawler:
             await self._store.set_meta(POLICY_KEY, policy_json(self._config))
         if await self._store.get_meta("created_at") is None:
             await self._store.set_meta("created_at", f"{time.time():.3f}")
+        if self._config.freshness.recrawl_pass is not None:
+            await self._requeue(every=self._config.freshness.recrawl_pass is RecrawlPass.ALL)
         async with asyncio.TaskGroup() as group:
             committer = group.create_task(self._committer.run())
             refill = group.create_task(self._refill_loop())
@@ -244,6 +253,9 @@ class Crawler:
     async def _add_seeds(self) -> None:
         batch = CommitBatch()
         for seed in self._seeds:
+            if self._config.freshness.sitemaps_only:
+                queue_sitemaps([DEFAULT_SITEMAP], seed, self._links, batch)
+                continue
             candidate = self._links.candidate(seed, None, 0, batch)
             if candidate is not None:
                 batch.new_urls.append(candidate)
@@ -268,9 +280,9 @@ class Crawler:
 
     async def finished(self) -> bool:
         """Nothing buffered, in flight, waiting to commit, being claimed, or queued or
-        handed out (to any worker) in the store."""
+        handed out (to any worker) in the store. A continuous crawl never finishes."""
         busy = self._scheduler.buffered or self._active()
-        if busy or self._frontier.refilling:
+        if busy or self._frontier.refilling or self._config.freshness.continuous:
             return False
         return await self._store.work_left() == 0
 
@@ -381,11 +393,25 @@ class Crawler:
             if self._clock() >= next_look:
                 # Twice a second however busy: the store's figures and the operator's rules.
                 next_look = self._clock() + REFILL_PERIOD
+                if self._config.freshness.continuous:
+                    await self._requeue(every=False)
                 await self._frontier.look()
                 await self._read_rules()
             self._refill_wanted.clear()
             if await self._frontier.refill():
                 self._wake.set()
+
+    async def _requeue(self, *, every: bool) -> int:
+        """Queue again the pages due for a recrawl (``every``: all answered pages)."""
+        total = 0
+        while True:
+            moved = await self._store.requeue_due(time.time(), REQUEUE_BATCH, every=every)
+            total += moved
+            if every or moved < REQUEUE_BATCH:
+                break
+        if total:
+            log.info("queued %d pages again for a recrawl", total, extra={"recrawls": total})
+        return total
 
     async def _read_rules(self) -> None:
         """Pick up the operator's rules when they changed (trawl.rules)."""
@@ -491,10 +517,14 @@ class Crawler:
 
     async def _robots_job(self, slot: HostSlot, fence: Fence) -> None:
         started = self._clock()
-        answer = await self._robots.check(slot.id, slot.queue[0].url)
+        some_url = slot.queue[0].url
+        answer = await self._robots.check(slot.id, some_url)
         batch = CommitBatch(fence=fence)
         if answer.fetched:
             batch.count("robots_fetches")
+            if answer.rules is not None and self._config.freshness.reads_sitemaps:
+                named = host_sitemaps(some_url, answer.rules.sitemaps)
+                queue_sitemaps(named, some_url, self._links, batch)
         pause = 0.0
         if answer.refused:
             # The host's address is not one trawl may connect to: fail its URLs with that
@@ -564,7 +594,13 @@ class Crawler:
         await self._committer.submit(batch)
 
     async def _page_job(self, slot: HostSlot, url: QueuedURL, fence: Fence) -> None:
-        result = await self._fetcher.fetch(url.url, accept=is_html)
+        validators = Validators(url.etag, url.last_modified) if url.refetch else None
+        if url.kind == Kind.SITEMAP:
+            result = await self._fetcher.fetch(
+                url.url, max_body=SITEMAP_MAX_BYTES, validators=validators
+            )
+        else:
+            result = await self._fetcher.fetch(url.url, accept=is_html, validators=validators)
         wall = time.time()
         if self._metrics is not None:
             self._metrics.fetched(slot.name, result.elapsed, result.received)
@@ -640,15 +676,20 @@ class Crawler:
         self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
     ) -> Outcome:
         status = result.status or 0
-        batch.count("fetched")
+        batch.count("recrawled" if url.refetch else "fetched")
         batch.count(f"status_{status // 100}xx")
         redirect_to: str | None = None
         canonical: str | None = None
         error: str | None = None
         content_hash: str | None = None
         simhash: int | None = None
-        if 300 <= status < 400 and result.location:
+        if status == NOT_MODIFIED:
+            batch.count("not_modified")
+        elif 300 <= status < 400 and result.location:
             redirect_to = self._redirect(url, result.location, batch)
+        elif status == 200 and url.kind == Kind.SITEMAP:
+            content_hash = hashlib.sha256(result.body).hexdigest()
+            read_sitemap(url.url, result.body, self._links, batch)
         elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
             error = "soft_404"
             batch.count(error)
@@ -660,8 +701,8 @@ class Crawler:
             batch.new_urls.extend(found.links)
             for name, value in found.counters.items():
                 batch.count(name, value)
-            if found.content_hash is not None:
-                content_hash = found.content_hash
+            content_hash = found.content_hash
+            if self._config.content and not found.noindex and content_hash is not None:
                 simhash = found.text.simhash if found.text else None
                 batch.content.append(
                     FetchedContent(
@@ -671,14 +712,26 @@ class Crawler:
                 )  # fmt: skip
         elif status == 200:
             batch.count("not_parsed")
+            content_hash = hashlib.sha256(result.body).hexdigest()
         if result.truncated:
             batch.count("truncated")
+        fresh = revisit(self._config.freshness.recrawl, url, wall, status, content_hash)
+        if url.refetch:
+            batch.count("recrawl_changed" if fresh.changed else "recrawl_unchanged")
+        if status == NOT_MODIFIED:
+            # Nothing was sent but the answer: the stored page and its validators stand.
+            return Outcome(
+                url.id, url.host_id, State.DONE, attempts, status=status, fetched_at=wall,
+                content_type=None, length=None, elapsed=result.elapsed,
+                revisit_interval=fresh.interval, due_at=fresh.due_at,
+            )  # fmt: skip
         return Outcome(
             url.id, url.host_id, State.DONE, attempts, status=status,
             content_type=result.content_type, length=result.length, fetched_at=wall,
             redirect_to=redirect_to, error=error, truncated=result.truncated, canonical=canonical,
             content_hash=content_hash, simhash=simhash, storage=result.archived,
-            elapsed=result.elapsed,
+            elapsed=result.elapsed, etag=result.etag, last_modified=result.last_modified,
+            revisit_interval=fresh.interval, due_at=fresh.due_at,
         )  # fmt: skip
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:

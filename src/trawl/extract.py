@@ -54,9 +54,9 @@ class ExtractSettings:
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """What one page yielded: its canonical URL, its link candidates, its counters, and,
-    when content is on and the page may be indexed, its main text and content hash (of
-    the main text, or of the body when it has none)."""
+    """What one page yielded: its canonical URL, its link candidates, its counters, its
+    content hash (of the main text, or of the body when it has none) and, when content
+    is on and the page may be indexed, its main text."""
 
     canonical: str | None
     links: list[NewURL]
@@ -103,12 +103,13 @@ class Extractor:
         batch = CommitBatch()
         noindex_header, nofollow_header = robots_header(robots_tags, s.agent)
         noindex = page.noindex or noindex_header
-        text = content_hash = None
+        text = None
         if noindex:
             batch.count("noindex_pages")
         elif s.content:
             text = extract_text(body, url, content_charset(content_type))
-            content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
+        # Every page gets a content hash: a recrawl tells a change by it (trawl.recrawl).
+        content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
         if s.honour_nofollow and (page.nofollow or nofollow_header):
             batch.count("nofollow_pages")
             return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash)

@@ -73,6 +73,26 @@ class FetchResult:
     """Where the exchange was archived (WARC file and offset), when a recorder is set."""
     received: int = 0
     """Body bytes read off the wire (before decompression)."""
+    etag: str | None = None
+    last_modified: str | None = None
+    """The response's validators (ETag, Last-Modified), for the next conditional GET."""
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    """What a conditional GET sends back: the ETag and Last-Modified of the last answer."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        """The If-None-Match and If-Modified-Since headers these validators make."""
+        sent = {}
+        if self.etag:
+            sent["If-None-Match"] = self.etag
+        if self.last_modified:
+            sent["If-Modified-Since"] = self.last_modified
+        return sent
 
 
 class Recorder(Protocol):
@@ -252,9 +272,17 @@ class Fetcher(AsyncResource):
             await self._resolver.close()
 
     async def fetch(
-        self, url: str, *, accept: BodyFilter | None = None, max_body: int | None = None
+        self,
+        url: str,
+        *,
+        accept: BodyFilter | None = None,
+        max_body: int | None = None,
+        validators: Validators | None = None,
     ) -> FetchResult:
-        """GET ``url``; read the body only if ``accept(content_type, first_bytes)`` says so."""
+        """GET ``url``; read the body only if ``accept(content_type, first_bytes)`` says so.
+
+        With ``validators`` the GET is conditional: a 304 answer has no body and means
+        the page has not changed since the answer that gave them."""
         if self._session is None:
             raise RuntimeError("Fetcher used outside its context")
         cap = self._max_body if max_body is None else max_body
@@ -267,7 +295,10 @@ class Fetcher(AsyncResource):
                 if target.raw_host is not None and _is_ip_literal(target.raw_host):
                     # aiohttp connects to an IP literal without asking the resolver.
                     await self._resolver.addresses(target.raw_host)
-                async with self._session.get(target, allow_redirects=False) as response:
+                headers = None if validators is None else validators.headers()
+                async with self._session.get(
+                    target, allow_redirects=False, headers=headers
+                ) as response:
                     result, exchange = await self._read(url, response, accept, cap, started)
         except (
             aiohttp.ClientError, BlockedAddress, TimeoutError, zlib.error, brotli.error, ValueError
@@ -352,6 +383,8 @@ class Fetcher(AsyncResource):
             truncated=truncated,
             elapsed=time.monotonic() - started,
             received=received,
+            etag=headers.get("ETag"),
+            last_modified=headers.get("Last-Modified"),
         )
         return result, exchange
 

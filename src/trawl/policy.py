@@ -7,7 +7,9 @@ output files, how it holds leases, and how long this run may last.
 
 In the policy: seeds, scope, politeness (per host, per address, delays), the page and
 discovery budgets, depth and size caps, timeouts, retries, the circuit breaker, URL
-normalisation, the User-Agent, nofollow and the soft-404 probe.
+normalisation, the User-Agent, nofollow, the soft-404 probe, and freshness (revisit
+intervals, the priority horizon, sitemaps, continuous crawling); a run's one recrawl
+pass (``trawl recrawl``) is its own.
 """
 
 from __future__ import annotations
@@ -16,8 +18,17 @@ import dataclasses
 import json
 from typing import Any
 
-from trawl.config import Breaker, CrawlConfig, Limits, Politeness, ScopeConfig, Timeouts
+from trawl.config import (
+    Breaker,
+    CrawlConfig,
+    Freshness,
+    Limits,
+    Politeness,
+    ScopeConfig,
+    Timeouts,
+)
 from trawl.errors import StoreError
+from trawl.recrawl import RecrawlPolicy
 from trawl.retry import RetryPolicy
 from trawl.scope import ScopeMode
 from trawl.urls import NormalizeRules
@@ -33,7 +44,7 @@ def policy_json(config: CrawlConfig) -> str:
     limits = dataclasses.asdict(config.limits)
     for name in _LOCAL_LIMITS:
         del limits[name]
-    rules = config.url_rules
+    rules, fresh = config.url_rules, config.freshness
     data: dict[str, Any] = {
         "seeds": list(config.seeds),
         "scope": {
@@ -60,6 +71,13 @@ def policy_json(config: CrawlConfig) -> str:
         "user_agent": config.user_agent,
         "honour_nofollow": config.honour_nofollow,
         "soft_404": config.soft_404,
+        "freshness": {
+            "recrawl": dataclasses.asdict(fresh.recrawl),
+            "horizon": fresh.horizon,
+            "sitemaps": fresh.sitemaps,
+            "sitemaps_only": fresh.sitemaps_only,
+            "continuous": fresh.continuous,
+        },
     }
     return json.dumps(data, sort_keys=True)
 
@@ -97,6 +115,22 @@ def with_policy(config: CrawlConfig, stored: str) -> CrawlConfig:
             user_agent=str(data["user_agent"]),
             honour_nofollow=bool(data["honour_nofollow"]),
             soft_404=bool(data["soft_404"]),
+            freshness=_freshness(data.get("freshness"), config.freshness),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"the crawl's stored policy is unreadable ({exc!r})") from exc
+
+
+def _freshness(stored: dict[str, Any] | None, local: Freshness) -> Freshness:
+    """The stored freshness policy (a crawl stored before there was one keeps the
+    defaults) with this run's own recrawl pass."""
+    if stored is None:
+        return Freshness(recrawl_pass=local.recrawl_pass)
+    return Freshness(
+        recrawl=RecrawlPolicy(**stored["recrawl"]),
+        horizon=float(stored["horizon"]),
+        sitemaps=bool(stored["sitemaps"]),
+        sitemaps_only=bool(stored["sitemaps_only"]),
+        continuous=bool(stored["continuous"]),
+        recrawl_pass=local.recrawl_pass,
+    )

@@ -96,6 +96,7 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
             config.location.open(
                 page_budget=config.limits.max_pages_per_host,
                 discovery_budget=config.limits.discovery_budget,
+                horizon=config.freshness.horizon,
             )
         )
         extract = await stack.enter_async_context(

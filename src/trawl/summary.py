@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
@@ -25,6 +25,12 @@ CONTENT_COUNTERS = (
     "noindex_pages", "nofollow_pages",
 )  # fmt: skip
 """Counters of the content outputs and of pages' robots meta tags and headers."""
+
+FRESHNESS_COUNTERS = (
+    "recrawls_queued", "recrawled", "not_modified", "recrawl_changed", "recrawl_unchanged",
+    "sitemaps_read", "sitemap_urls", "sitemap_errors",
+)  # fmt: skip
+"""Counters of recrawls (trawl.recrawl) and sitemaps (trawl.sitemap_links)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,9 @@ class Summary:
     content: Mapping[str, int]
     elapsed: float
     pages_per_second: float
+    freshness: Mapping[str, int] = field(default_factory=dict)
+    """Recrawl and sitemap counters (``recrawled``: fetches of pages fetched before,
+    which ``fetched``, a count of unique pages, leaves out)."""
     fetched_this_run: int = 0
     """Pages this process fetched in the span ``elapsed`` covers (other workers' and
     earlier runs' fetches left out)."""
@@ -100,6 +109,9 @@ class Summary:
             dns=prefixed("dns_"),
             limits={name: counters[name] for name in LIMIT_COUNTERS if counters.get(name)},
             content={name: counters[name] for name in CONTENT_COUNTERS if counters.get(name)},
+            freshness={
+                name: counters[name] for name in FRESHNESS_COUNTERS if counters.get(name)
+            },
             elapsed=round(elapsed, 3),
             pages_per_second=round(rate, 1),
             fetched_this_run=fetched - fetched_before,
@@ -132,6 +144,7 @@ class Summary:
             ("requests sent", str(self.requests)),
             ("limits", ", ".join(f"{n} {v}" for n, v in self.limits.items()) or "-"),
             ("content", ", ".join(f"{n} {v}" for n, v in self.content.items()) or "-"),
+            ("freshness", ", ".join(f"{n} {v}" for n, v in self.freshness.items()) or "-"),
             ("DNS", ", ".join(f"{n} {v}" for n, v in self.dns.items()).replace("_", " ") or "-"),
             ("elapsed", f"{self.elapsed:.1f} s"),
         ]

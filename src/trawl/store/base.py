@@ -24,6 +24,7 @@ URLs they count.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -80,9 +81,33 @@ class NewURL(NamedTuple):
     """For a redirect target: the first URL of the redirect chain that led to it."""
 
 
+CLAIM_COLUMNS = (
+    "id, url, host_id, depth, redirect_hops, attempts, origin, kind, priority, fetched_at, "
+    "status, etag, last_modified, content_hash, revisit_interval"
+)
+"""The ``urls`` columns a claim returns, in :class:`QueuedURL` field order."""
+
+
+class Kind(enum.IntEnum):
+    """What a stored URL is fetched for."""
+
+    PAGE = 0
+    SITEMAP = 1
+
+
+class Listed(NamedTuple):
+    """What a sitemap said of a URL it listed: the URL's kind (a page, or a child sitemap
+    of an index) and the ``<priority>`` it gave (None: none)."""
+
+    kind: Kind
+    priority: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedURL:
-    """A URL claimed from the frontier, to be fetched."""
+    """A URL claimed from the frontier, to be fetched, with what its last fetch left
+    (all None for a URL never fetched): the validators for a conditional request, the
+    content hash and status to tell a change, and the revisit interval."""
 
     id: int
     url: str
@@ -91,6 +116,19 @@ class QueuedURL:
     redirect_hops: int
     attempts: int
     origin: str | None = None
+    kind: int = Kind.PAGE
+    priority: float = 0.5
+    fetched_at: float | None = None
+    status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    revisit_interval: float | None = None
+
+    @property
+    def refetch(self) -> bool:
+        """Whether the URL was fetched before (this fetch is a recrawl)."""
+        return self.fetched_at is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +157,12 @@ class Outcome:
     """Where the fetch was archived (``--warc``)."""
     elapsed: float | None = None
     """Seconds the fetch took (None: no request was sent for this outcome)."""
+    etag: str | None = None
+    last_modified: str | None = None
+    """The response's validators, sent back on the next fetch (None: keep the stored)."""
+    revisit_interval: float | None = None
+    due_at: float | None = None
+    """The page's revisit interval and when it is due again (trawl.recrawl)."""
 
     def alias_of(self) -> int | None:
         """The id of the URL the page's canonical link names, unless it names the page."""
@@ -227,6 +271,14 @@ class CommitBatch:
     the host's lease is still at the release's generation."""
     fence: Fence | None = None
     fenced: list[CommitBatch] = field(default_factory=list)
+    listed: dict[int, Listed] = field(default_factory=dict)
+    """Sitemap entries among ``new_urls``, by URL id: inserted with their kind and the
+    sitemap's priority (a plain link is a page of the default priority)."""
+    lastmods: list[tuple[int, float]] = field(default_factory=list)
+    """Sitemap change hints, (url id, lastmod): a page fetched before its lastmod is due
+    at once."""
+    at: float = field(default_factory=time.time)
+    """When the batch was made: new URLs are queued at this time (their queue rank)."""
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name`` in this batch."""
@@ -237,7 +289,10 @@ class CommitBatch:
         return sorted({part.fence.host_id for part in self.fenced if part.fence is not None})
 
     def __len__(self) -> int:
-        return len(self.outcomes) + len(self.new_urls) + len(self.hosts) + len(self.fenced)
+        return (
+            len(self.outcomes) + len(self.new_urls) + len(self.hosts) + len(self.fenced)
+            + len(self.lastmods)
+        )  # fmt: skip
 
 
 def settle_fences(batch: CommitBatch, generations: Mapping[int, int]) -> int:
@@ -464,7 +519,8 @@ class Store(Protocol):
     async def claim(
         self, wanted: Mapping[int, int], now: float, worker: str | None = None
     ) -> Sequence[QueuedURL]:
-        """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, shallowest first.
+        """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, lowest
+        queue rank first (trawl.priority).
 
         With ``worker``, only hosts leased to that worker and not expired get any.
 
@@ -483,6 +539,17 @@ class Store(Protocol):
         New URLs beyond their host's discovery budget are not inserted; they are counted
         as ``over_host_discovery_budget``.
         """
+        ...
+
+    async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
+        """Queue again up to ``limit`` DONE pages due for a recrawl by ``now``, most
+        overdue first, each ranked by its due time and priority; with ``every``, every
+        answered page (DONE or FAILED) whatever its due time. Returns how many. The
+        pages leave their hosts' answered counts, so the page budget still holds."""
+        ...
+
+    async def next_due(self) -> float | None:
+        """The earliest due time of a DONE page (None: no page is waiting for one)."""
         ...
 
     async def robots(self, host_id: int) -> RobotsRecord | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trawl.errors import UsageError
+from trawl.priority import DEFAULT_HORIZON
 from trawl.store.base import Store
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 
@@ -52,6 +53,7 @@ class StoreLocation:
         readonly: bool = False,
         page_budget: int | None = None,
         discovery_budget: int | None = None,
+        horizon: float = DEFAULT_HORIZON,
     ) -> contextlib.AbstractAsyncContextManager[Store]:
         """The store, to be opened with ``async with``."""
         if self.dsn is None:
@@ -60,11 +62,13 @@ class StoreLocation:
                 readonly=readonly,
                 page_budget=page_budget,
                 discovery_budget=discovery_budget,
+                horizon=horizon,
             )
         return self._postgres(
             readonly=readonly,
             page_budget=page_budget,
             discovery_budget=discovery_budget,
+            horizon=horizon,
         )
 
     async def leased(self) -> bool:
@@ -77,6 +81,7 @@ class StoreLocation:
         readonly: bool = False,
         page_budget: int | None = None,
         discovery_budget: int | None = None,
+        horizon: float = DEFAULT_HORIZON,
     ) -> PostgresStore:
         # Imported here: psycopg adds about 65 ms to the start of every process that
         # imports it, crawls on SQLite and their extract workers included.
@@ -89,6 +94,7 @@ class StoreLocation:
             readonly=readonly,
             page_budget=page_budget,
             discovery_budget=discovery_budget,
+            horizon=horizon,
         )
 
     async def remove(self) -> None:

@@ -31,10 +31,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from trawl.errors import StoreError
 from trawl.neardup import Blocks
+from trawl.priority import DEFAULT_HORIZON, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
+    CLAIM_COLUMNS,
     DISCOVERY_BUDGET_COUNTER,
     EXPORT_COLUMNS,
+    MAX_ID,
+    MIN_ID,
     PAGE_BUDGET_COUNTER,
     PAGE_BUDGET_ERROR,
     CommitBatch,
@@ -68,6 +72,8 @@ _EXPORT_PAGE = 5000
 # States are written into the SQL, not passed as parameters, so the planner can match
 # the partial indexes (``WHERE state = 0``) whatever plan it caches.
 _QUEUED, _CLAIMED, _PARKED = int(State.QUEUED), int(State.CLAIMED), int(State.PARKED)
+_DONE, _FAILED = int(State.DONE), int(State.FAILED)
+_REQUEUE_CHUNK = 10_000
 
 _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 _META_TABLE = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -220,6 +226,7 @@ INSERT INTO counters (name, value) SELECT %(counter)s, count(*) FROM parked
 HAVING count(*) > 0
 ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value
 """
+_CLAIM_RETURNING = ", ".join(f"urls.{column.strip()}" for column in CLAIM_COLUMNS.split(","))
 # Room per host is what the page budget leaves (its answered plus handed-out URLs);
 # the host rows are locked so concurrent claims see each other's counts.
 _CLAIM = f"""
@@ -237,20 +244,19 @@ WITH wanted AS (
         SELECT urls.id FROM urls
         WHERE urls.host_id = wanted.id AND urls.state = {_QUEUED}
           AND urls.next_fetch_at <= %(now)s
-        ORDER BY urls.depth, urls.id LIMIT GREATEST(wanted.n, 0)
+        ORDER BY urls.rank, urls.id LIMIT GREATEST(wanted.n, 0)
     ) AS u
 ), taken AS (
     UPDATE urls SET state = {_CLAIMED} FROM picked
     WHERE urls.id = picked.id AND urls.state = {_QUEUED}
-    RETURNING urls.id, urls.url, urls.host_id, urls.depth, urls.redirect_hops,
-              urls.attempts, urls.origin
+    RETURNING {_CLAIM_RETURNING}, urls.rank
 ), per_host AS (
     SELECT host_id, count(*) AS n FROM taken GROUP BY host_id
 ), recounted AS (
     UPDATE hosts SET queued = hosts.queued - per_host.n, claimed = hosts.claimed + per_host.n
     FROM per_host WHERE hosts.id = per_host.host_id
 )
-SELECT id, url, host_id, depth, redirect_hops, attempts, origin FROM taken
+SELECT {CLAIM_COLUMNS}, rank FROM taken
 """
 _ANSWER = """
 UPDATE urls SET state = o.state, attempts = o.attempts, status = o.status,
@@ -259,12 +265,18 @@ UPDATE urls SET state = o.state, attempts = o.attempts, status = o.status,
     next_fetch_at = o.next_fetch_at, canonical = o.canonical,
     alias_of = (SELECT a.id FROM urls AS a WHERE a.id = o.alias_of),
     content_hash = COALESCE(o.content_hash, urls.content_hash),
-    simhash = COALESCE(o.simhash, urls.simhash)
+    simhash = COALESCE(o.simhash, urls.simhash),
+    etag = COALESCE(o.etag, urls.etag),
+    last_modified = COALESCE(o.last_modified, urls.last_modified),
+    revisit_interval = COALESCE(o.revisit_interval, urls.revisit_interval),
+    due_at = COALESCE(o.due_at, urls.due_at)
 FROM unnest(%s::bigint[], %s::smallint[], %s::smallint[], %s::smallint[], %s::text[],
             %s::bigint[], %s::float8[], %s::text[], %s::text[], %s::smallint[], %s::float8[],
-            %s::text[], %s::bigint[], %s::text[], %s::bigint[])
+            %s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::text[],
+            %s::float8[], %s::float8[])
     AS o(id, state, attempts, status, content_type, length, fetched_at, redirect_to, error,
-         truncated, next_fetch_at, canonical, alias_of, content_hash, simhash)
+         truncated, next_fetch_at, canonical, alias_of, content_hash, simhash, etag,
+         last_modified, revisit_interval, due_at)
 WHERE urls.id = o.id
 """
 _ANSWER_HOSTS = (
@@ -276,6 +288,36 @@ _ANSWER_HOSTS = (
     "%s::bigint[], %s::float8[]) "
     "AS c(id, requeued, answered, returned, blocked, responses, seconds) WHERE hosts.id = c.id"
 )
+# Answered pages queued again for a recrawl (their hosts locked first, in id order),
+# ranked by their due time (now at the latest) and priority.
+_DUE = (
+    f"SELECT id, host_id FROM urls WHERE state = {_DONE} AND due_at <= %s ORDER BY due_at LIMIT %s"
+)
+_ANSWERED = (
+    f"SELECT id, host_id FROM urls WHERE state IN ({_DONE}, {_FAILED}) AND id >= %s "
+    "ORDER BY id LIMIT %s"
+)
+_REQUEUE = f"""
+WITH moved AS (
+    UPDATE urls SET state = {_QUEUED}, attempts = 0, next_fetch_at = 0,
+        rank = LEAST(COALESCE(due_at, %(now)s), %(now)s) - priority * %(horizon)s
+    WHERE id = ANY(%(ids)s::bigint[]) AND state IN ({_DONE}, {_FAILED})
+    RETURNING host_id
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM moved GROUP BY host_id
+), recounted AS (
+    UPDATE hosts SET queued = hosts.queued + per_host.n,
+        fetched = GREATEST(hosts.fetched - per_host.n, 0)
+    FROM per_host WHERE hosts.id = per_host.host_id
+)
+SELECT count(*) FROM moved
+"""
+_LASTMODS = """
+UPDATE urls SET lastmod = l.lastmod,
+    due_at = CASE WHEN urls.fetched_at < l.lastmod
+                  THEN LEAST(COALESCE(urls.due_at, %s), %s) ELSE urls.due_at END
+FROM unnest(%s::bigint[], %s::float8[]) AS l(id, lastmod) WHERE urls.id = l.id
+"""
 _HOST_FIGURES = (
     "SELECT name, responses, response_seconds / GREATEST(responses, 1), blocked FROM hosts "
 )
@@ -291,8 +333,9 @@ WITH found AS (
     SELECT c.*, h.id AS host_id, count(*) OVER (PARTITION BY h.id) AS n,
            %(budget)s::bigint - h.discovered AS room
     FROM unnest(%(ids)s::bigint[], %(urls)s::text[], %(hosts)s::text[],
-                %(depths)s::integer[], %(hops)s::smallint[], %(origins)s::text[])
-         WITH ORDINALITY AS c(id, url, host, depth, hops, origin, ord)
+                %(depths)s::integer[], %(hops)s::smallint[], %(origins)s::text[],
+                %(kinds)s::smallint[], %(priorities)s::float8[])
+         WITH ORDINALITY AS c(id, url, host, depth, hops, origin, kind, priority, ord)
     JOIN hosts AS h ON h.name = c.host
 ), marked AS (
     SELECT found.*,
@@ -307,8 +350,9 @@ WITH found AS (
            row_number() OVER (PARTITION BY host_id ORDER BY depth, ord) AS pos
     FROM marked
 ), inserted AS (
-    INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin)
-    SELECT id, url, host_id, depth, hops, origin FROM ranked
+    INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank)
+    SELECT id, url, host_id, depth, hops, origin, kind, priority,
+           %(at)s - priority * %(horizon)s FROM ranked
     WHERE room IS NULL OR room >= n OR (fresh AND nth <= room)
     ORDER BY id, depth, hops
     ON CONFLICT (id) DO NOTHING
@@ -356,7 +400,8 @@ _EXPORT = f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= %s ORDER BY id LIMIT %
 class PostgresStore(AsyncResource):
     """Store engine on a PostgreSQL database, in ``schema`` (None: the server's default).
 
-    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
+    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded);
+    ``horizon`` is the queue time the priority range is worth (trawl.priority).
     A ``readonly`` store neither creates nor migrates anything. Any number of processes
     may open one store: they share its hosts through leases.
     """
@@ -369,7 +414,9 @@ class PostgresStore(AsyncResource):
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         readonly: bool = False,
+        horizon: float = DEFAULT_HORIZON,
     ) -> None:
+        self._horizon = horizon
         self._dsn = dsn
         self._schema = schema
         self._page_budget = page_budget
@@ -633,8 +680,8 @@ class PostgresStore(AsyncResource):
                 },
             )
         order = {host: n for n, host in enumerate(hosts)}
-        rows = sorted(await cursor.fetchall(), key=lambda r: (order[r[2]], r[3], r[0]))
-        return [QueuedURL(*row) for row in rows]
+        rows = sorted(await cursor.fetchall(), key=lambda r: (order[r[2]], r[-1], r[0]))
+        return [QueuedURL(*row[:-1]) for row in rows]
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
         names = sorted({u.host for u in batch.new_urls})
@@ -659,6 +706,9 @@ class PostgresStore(AsyncResource):
             if batch.new_urls:
                 inserted = await self._insert_urls(conn, batch)
             await self._update_hosts(conn, batch)
+            if batch.lastmods:
+                ids, lastmods = columns(batch.lastmods, 2)
+                await conn.execute(_LASTMODS, (batch.at, batch.at, ids, lastmods))
             await apply_content(conn, batch)
             if batch.releases:
                 rows = [(r.host_id, r.generation, r.next_eligible_at) for r in batch.releases]
@@ -697,11 +747,12 @@ class PostgresStore(AsyncResource):
             (
                 o.url_id, o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                 o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
-                o.alias_of(), o.content_hash, o.simhash,
+                o.alias_of(), o.content_hash, o.simhash, o.etag, o.last_modified,
+                o.revisit_interval, o.due_at,
             )
             for o in latest.values()
         ]  # fmt: skip
-        await conn.execute(_ANSWER, columns(rows, 15))
+        await conn.execute(_ANSWER, columns(rows, 19))
         tallies = [(host, *tally) for host, tally in host_tallies(outcomes).items()]
         await conn.execute(_ANSWER_HOSTS, columns(tallies, 7))
 
@@ -720,6 +771,13 @@ class PostgresStore(AsyncResource):
                 "depths": [u.depth for u in urls],
                 "hops": [u.redirect_hops for u in urls],
                 "origins": [u.origin for u in urls],
+                "kinds": [batch.listed[u.id].kind if u.id in batch.listed else 0 for u in urls],
+                "priorities": [
+                    priority(u.depth, batch.listed[u.id].priority if u.id in batch.listed else None)
+                    for u in urls
+                ],
+                "at": batch.at,
+                "horizon": self._horizon,
                 "budget": self._discovery_budget,
                 "candidates": len(urls),
                 "over": DISCOVERY_BUDGET_COUNTER,
@@ -741,6 +799,38 @@ class PostgresStore(AsyncResource):
                 _SET_SOFT404,
                 columns([(h, p.fingerprint, p.checked_at) for h, p in probes.items()], 3),
             )
+
+    async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
+        moved = 0
+        start = MIN_ID
+        while True:
+            async with self._transaction() as conn:
+                if every:
+                    cursor = await conn.execute(_ANSWERED, (start, _REQUEUE_CHUNK))
+                else:
+                    cursor = await conn.execute(_DUE, (now, limit))
+                picked = await cursor.fetchall()
+                if not picked:
+                    break
+                await conn.execute(_LOCK_HOST_IDS, (sorted({host for _, host in picked}),))
+                ids = [uid for uid, _ in picked]
+                cursor = await conn.execute(
+                    _REQUEUE, {"ids": ids, "now": now, "horizon": self._horizon}
+                )
+                row = await cursor.fetchone()
+                assert row is not None
+                await conn.execute(_ADD_COUNTERS, (["recrawls_queued"], [row[0]]))
+            moved += row[0]
+            if not every or max(ids) == MAX_ID:
+                break
+            start = max(ids) + 1
+        return moved
+
+    async def next_due(self) -> float | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(f"SELECT min(due_at) FROM urls WHERE state = {_DONE}")
+            row = await cursor.fetchone()
+        return None if row is None or row[0] is None else float(row[0])
 
     async def robots(self, host_id: int) -> RobotsRecord | None:
         async with self._connection() as conn:

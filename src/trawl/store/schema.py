@@ -6,7 +6,8 @@ never edited once released: a change is a new migration appended to the list.
 
 Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.urls.url_hash),
 so the primary key is the exact insert-if-absent check and no second index is needed.
-The frontier reads a partial index holding only QUEUED rows, per host, shallowest first.
+The frontier reads a partial index holding only QUEUED rows, per host, in rank order
+(migration 6; shallowest first before it).
 
 Migration 2 adds the per-host budgets' counts (``discovered``: URLs stored for the host;
 ``fetched``: its URLs that reached DONE or FAILED; ``claimed``: its URLs handed out and
@@ -27,6 +28,15 @@ hold hosts on one server address at once (the per-address limit across workers).
 Migration 5 adds per-host figures for the dashboard: URLs robots.txt blocked (counted
 from ``urls`` for an older crawl), and answered requests with their summed response
 time (from then on).
+
+Migration 6 is for freshness (trawl.recrawl, trawl.priority, trawl.sitemaps): a URL's
+``kind`` (0 a page, 1 a sitemap), its ``priority`` and queue ``rank`` (the frontier's
+partial index now orders each host's QUEUED rows by rank instead of depth; rows queued
+before it keep their depth as rank, so they come first), the response's validators
+(``etag``, ``last_modified``) for conditional requests, the page's ``revisit_interval``
+and ``due_at`` (when it is due again; a partial index over DONE rows finds the due
+ones), and ``lastmod``, the latest change time a sitemap gave. Pages fetched before it
+are due one initial interval (a day) after their fetch.
 """
 
 from __future__ import annotations
@@ -131,6 +141,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE hosts ADD COLUMN response_seconds DOUBLE PRECISION NOT NULL DEFAULT 0",
         """UPDATE hosts SET blocked = (SELECT COUNT(*) FROM urls
             WHERE urls.host_id = hosts.id AND urls.state = 4)""",
+    ),
+    (
+        "ALTER TABLE urls ADD COLUMN kind SMALLINT NOT NULL DEFAULT 0",
+        "ALTER TABLE urls ADD COLUMN priority DOUBLE PRECISION NOT NULL DEFAULT 0.5",
+        "ALTER TABLE urls ADD COLUMN rank DOUBLE PRECISION NOT NULL DEFAULT 0",
+        "ALTER TABLE urls ADD COLUMN etag TEXT",
+        "ALTER TABLE urls ADD COLUMN last_modified TEXT",
+        "ALTER TABLE urls ADD COLUMN revisit_interval DOUBLE PRECISION",
+        "ALTER TABLE urls ADD COLUMN due_at DOUBLE PRECISION",
+        "ALTER TABLE urls ADD COLUMN lastmod DOUBLE PRECISION",
+        "UPDATE urls SET rank = depth WHERE state = 0",
+        """UPDATE urls SET revisit_interval = 86400, due_at = fetched_at + 86400
+            WHERE state = 2 AND fetched_at IS NOT NULL""",
+        "DROP INDEX IF EXISTS urls_queue",
+        """CREATE INDEX IF NOT EXISTS urls_ready
+            ON urls (host_id, rank, id) WHERE state = 0""",
+        "CREATE INDEX IF NOT EXISTS urls_due ON urls (due_at) WHERE state = 2",
     ),
 )
 

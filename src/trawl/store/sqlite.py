@@ -22,8 +22,10 @@ from typing import Self, TypeVar
 
 from trawl.errors import StoreError
 from trawl.neardup import Blocks
+from trawl.priority import DEFAULT_HORIZON, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
+    CLAIM_COLUMNS,
     DISCOVERY_BUDGET_COUNTER,
     EXPORT_COLUMNS,
     PAGE_BUDGET_COUNTER,
@@ -32,7 +34,9 @@ from trawl.store.base import (
     CommitResult,
     ExportRow,
     HostFigures,
+    Kind,
     Lease,
+    Listed,
     NewURL,
     QueuedURL,
     Release,
@@ -64,7 +68,8 @@ class SQLiteStore(AsyncResource):
     """Store engine on a local SQLite database in ``data_dir``.
 
     ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
-    ``wal_limit`` bounds the write-ahead log file (trawl.store.checkpoint).
+    ``wal_limit`` bounds the write-ahead log file (trawl.store.checkpoint); ``horizon``
+    is the queue time the priority range is worth (trawl.priority).
     """
 
     def __init__(
@@ -75,7 +80,9 @@ class SQLiteStore(AsyncResource):
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         wal_limit: int = WAL_LIMIT,
+        horizon: float = DEFAULT_HORIZON,
     ) -> None:
+        self._horizon = horizon
         self.path = data_dir / DB_NAME
         self._wal_limit = wal_limit
         self._checkpointer: Checkpointer | None = None
@@ -306,9 +313,9 @@ class SQLiteStore(AsyncResource):
                     if limit <= 0:
                         continue
                 rows = db.execute(
-                    "SELECT id, url, host_id, depth, redirect_hops, attempts, origin FROM urls "
+                    f"SELECT {CLAIM_COLUMNS} FROM urls "
                     "WHERE host_id = ? AND state = 0 AND next_fetch_at <= ? "
-                    "ORDER BY depth, id LIMIT ?",
+                    "ORDER BY rank, id LIMIT ?",
                     (host_id, now, limit),
                 ).fetchall()
                 if not rows:
@@ -328,8 +335,47 @@ class SQLiteStore(AsyncResource):
         return await self._run(lambda: self._transaction(work))
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
-        budget = self._discovery_budget
-        return await self._run(lambda: self._transaction(lambda db: _apply(db, batch, budget)))
+        budget, horizon = self._discovery_budget, self._horizon
+        return await self._run(
+            lambda: self._transaction(lambda db: _apply(db, batch, budget, horizon))
+        )
+
+    async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
+        horizon = self._horizon
+
+        def work(db: sqlite3.Connection) -> int:
+            picked = (
+                "state IN (2, 3)"
+                if every
+                else "id IN (SELECT id FROM urls WHERE state = 2 AND due_at <= :now "
+                "ORDER BY due_at LIMIT :limit)"
+            )
+            hosts = db.execute(
+                "UPDATE urls SET state = 0, attempts = 0, next_fetch_at = 0, "
+                f"rank = MIN(COALESCE(due_at, :now), :now) - priority * :horizon WHERE {picked} "
+                "RETURNING host_id",
+                {"now": now, "limit": limit, "horizon": horizon},
+            ).fetchall()
+            per_host: dict[int, int] = {}
+            for (host_id,) in hosts:
+                per_host[host_id] = per_host.get(host_id, 0) + 1
+            db.executemany(
+                "UPDATE hosts SET queued = queued + ?, fetched = MAX(fetched - ?, 0) WHERE id = ?",
+                [(n, n, host_id) for host_id, n in per_host.items()],
+            )
+            _add_counters(db, {"recrawls_queued": len(hosts)})
+            return len(hosts)
+
+        return await self._run(lambda: self._transaction(work))
+
+    async def next_due(self) -> float | None:
+        def work() -> float | None:
+            row = self._db.execute(
+                "SELECT MIN(due_at) FROM urls WHERE state = ?", (State.DONE,)
+            ).fetchone()
+            return None if row[0] is None else float(row[0])
+
+        return await self._run(work)
 
     async def robots(self, host_id: int) -> RobotsRecord | None:
         def work() -> RobotsRecord | None:
@@ -514,21 +560,37 @@ _ADDRESS_FREE = (
 """A host's address is not held by another worker (its parameters: worker, now)."""
 
 _INSERT_URL = (
-    "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin) "
-    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+    "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
 )
+InsertRow = tuple[int, str, int, int, int, str | None, int, float, float]
+_PLAIN_LINK = Listed(Kind.PAGE, None)
 
 
 def _insert_urls(
-    db: sqlite3.Connection, host_id: int, urls: Sequence[NewURL], room: int | None
+    db: sqlite3.Connection,
+    host_id: int,
+    urls: Sequence[NewURL],
+    room: int | None,
+    queued_at: float,
+    horizon: float,
+    listed: Mapping[int, Listed],
 ) -> tuple[int, int]:
-    """Insert one host's new URLs, at most ``room`` of them (None: all).
+    """Insert one host's new URLs, at most ``room`` of them (None: all), queued at
+    ``queued_at`` (their rank, trawl.priority).
 
     Returns (rows inserted, candidates left out by the budget). When the batch does not
     fit, the shallowest candidates, in the order they were found, take the room left;
     each is inserted on its own so that one the store already has uses none of it.
     """
-    rows = [(u.id, u.url, host_id, u.depth, u.redirect_hops, u.origin) for u in urls]
+    rows: list[InsertRow] = []
+    for u in urls:
+        kind, hint = listed.get(u.id, _PLAIN_LINK) if listed else _PLAIN_LINK
+        value = priority(u.depth, hint)
+        rows.append(
+            (u.id, u.url, host_id, u.depth, u.redirect_hops, u.origin, kind, value,
+             queued_at - value * horizon)
+        )  # fmt: skip
     if room is None or room >= len(rows):
         rows.sort()  # key order: neighbouring inserts share B-tree pages
         added: int = db.executemany(_INSERT_URL, rows).rowcount
@@ -542,13 +604,13 @@ def _insert_urls(
     return added, len(rows) - tried
 
 
-def _depth_of(row: tuple[int, str, int, int, int, str | None]) -> int:
+def _depth_of(row: InsertRow) -> int:
     """Sort key: the depth of an insert row."""
     return row[3]
 
 
 def _apply(
-    db: sqlite3.Connection, batch: CommitBatch, discovery_budget: int | None
+    db: sqlite3.Connection, batch: CommitBatch, discovery_budget: int | None, horizon: float
 ) -> CommitResult:
     """Write one batch; runs inside a transaction on the store thread."""
     if batch.fenced:
@@ -561,13 +623,16 @@ def _apply(
             "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
             "length = ?, fetched_at = ?, redirect_to = ?, error = ?, truncated = ?, "
             "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM urls WHERE id = ?), "
-            "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash) "
+            "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash), "
+            "etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified), "
+            "revisit_interval = COALESCE(?, revisit_interval), due_at = COALESCE(?, due_at) "
             "WHERE id = ?",
             [
                 (
                     o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                     o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
-                    o.alias_of(), o.content_hash, o.simhash, o.url_id,
+                    o.alias_of(), o.content_hash, o.simhash, o.etag, o.last_modified,
+                    o.revisit_interval, o.due_at, o.url_id,
                 )
                 for o in batch.outcomes
             ],
@@ -592,7 +657,7 @@ def _apply(
                     "SELECT discovered FROM hosts WHERE id = ?", (hid,)
                 ).fetchone()
                 room = discovery_budget - known
-            added, over = _insert_urls(db, hid, urls, room)
+            added, over = _insert_urls(db, hid, urls, room, batch.at, horizon, batch.listed)
             left_out += over
             if added:
                 inserted += added
@@ -629,6 +694,13 @@ def _apply(
         db.executemany(
             "UPDATE hosts SET soft404_fingerprint = ?, soft404_checked_at = ? WHERE id = ?",
             probes,
+        )
+    if batch.lastmods:
+        # A page fetched before a sitemap's lastmod is due now.
+        db.executemany(
+            "UPDATE urls SET lastmod = ?, due_at = CASE WHEN fetched_at < ? "
+            "THEN MIN(COALESCE(due_at, ?), ?) ELSE due_at END WHERE id = ?",
+            [(lastmod, lastmod, batch.at, batch.at, uid) for uid, lastmod in batch.lastmods],
         )
     apply_content(db, batch)
     _release(db, batch.releases)
