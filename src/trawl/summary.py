@@ -109,9 +109,7 @@ class Summary:
             dns=prefixed("dns_"),
             limits={name: counters[name] for name in LIMIT_COUNTERS if counters.get(name)},
             content={name: counters[name] for name in CONTENT_COUNTERS if counters.get(name)},
-            freshness={
-                name: counters[name] for name in FRESHNESS_COUNTERS if counters.get(name)
-            },
+            freshness={name: counters[name] for name in FRESHNESS_COUNTERS if counters.get(name)},
             elapsed=round(elapsed, 3),
             pages_per_second=round(rate, 1),
             fetched_this_run=fetched - fetched_before,
