@@ -689,7 +689,7 @@ class Crawler:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and url.kind == Kind.SITEMAP:
             content_hash = hashlib.sha256(result.body).hexdigest()
-            read_sitemap(url.url, result.body, self._links, batch)
+            read_sitemap(url.url, result.body, result.truncated, self._links, batch)
         elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
             error = "soft_404"
             batch.count(error)

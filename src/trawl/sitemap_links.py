@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from trawl.links import LinkFilter
-from trawl.sitemaps import Sitemap, SitemapKind, parse_sitemap
+from trawl.sitemaps import Sitemap, SitemapError, SitemapKind, parse_sitemap
 from trawl.store.base import CommitBatch, Kind, Listed
 from trawl.urls import resolve
 
@@ -43,10 +43,13 @@ def host_sitemaps(some_url: str, named: Iterable[str]) -> list[str]:
     return [*named, *([default] if default is not None else [])]
 
 
-def read_sitemap(url: str, body: bytes, links: LinkFilter, batch: CommitBatch) -> int:
+def read_sitemap(
+    url: str, body: bytes, truncated: bool, links: LinkFilter, batch: CommitBatch
+) -> int:
     """Turn a fetched sitemap into candidates in ``batch``; return how many it listed
-    (0 for a refused sitemap, which is counted by its reason)."""
-    parsed = parse_sitemap(body)
+    (0 for a refused sitemap, which is counted by its reason). A ``truncated`` body,
+    cut at the protocol's size limit by the fetcher, is refused as too large."""
+    parsed = SitemapError.TOO_LARGE if truncated else parse_sitemap(body)
     if not isinstance(parsed, Sitemap):
         batch.count("sitemap_errors")
         batch.count(f"sitemap_error:{parsed.value}")

@@ -69,6 +69,7 @@ MAX_FIELD_CHARS = 64 * 1024
 _CHUNK = 256 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+_UTF8_BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _NAMESPACES = (
     "",
@@ -90,7 +91,7 @@ _TEXT_URL = re.compile(
     rb"(?<![^\r\n])[ \t\f\v]*(https?://[^\s/?#]+(?:[/?#]\S*)?)[ \t\f\v]*(?![^\r\n])",
     re.IGNORECASE,
 )
-_PREAMBLE = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
+_FIRST_CONTENT = re.compile(rb"[^ \t\r\n]")
 _W3C_DATETIME = re.compile(
     r"(?P<year>\d{4})(?:-(?P<month>\d{2})(?:-(?P<day>\d{2})"
     r"(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?[0-5]\d)?)?)?)?",
@@ -347,9 +348,11 @@ def parse_sitemap(
         data = _gunzip(body, max_bytes) if body.startswith(_GZIP_MAGIC) else body
         if data.startswith(_UTF16_BOMS):
             return _parse_xml(memoryview(data), max_urls)
-        start = _PREAMBLE.match(data).end()
-        content = memoryview(data)[start:]
-        if content[:1] == b"<":
+        first = _FIRST_CONTENT.search(data, len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0)
+        if first is None:
+            return Sitemap(SitemapKind.TEXT, ())
+        content = memoryview(data)[first.start() :]
+        if first[0] == b"<":
             return _parse_xml(content, max_urls)
         return _parse_text(content, max_urls)
     except _Refused as refused:

@@ -239,7 +239,12 @@ class SiteServer(LoopbackServer):
         with self._lock:
             seen = self._hits[key]
             self._hits[key] += 1
-        answer = route.responses[min(seen, len(route.responses) - 1)] if route else NOT_FOUND
+        if route is None:
+            answer = NOT_FOUND
+        elif route.live is not None:
+            answer = route.live(request.headers)
+        else:
+            answer = route.responses[min(seen, len(route.responses) - 1)]
         response = (
             _NoContentType(status=answer.status)
             if answer.content_type is None

@@ -59,14 +59,20 @@ class Response:
     gzip: bool = False
 
 
+LiveAnswer = Callable[[Mapping[str, str]], Response]
+"""Makes the answer to one request from its headers (trawl.testsite.changing)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
-    """The answers for one URL: the n-th request gets ``responses[min(n, len - 1)]``."""
+    """The answers for one URL: the n-th request gets ``responses[min(n, len - 1)]``,
+    or, for a ``live`` route, what it makes of the request's headers."""
 
     responses: tuple[Response, ...]
+    live: LiveAnswer | None = None
 
     def __post_init__(self) -> None:
-        if not self.responses:
+        if not self.responses and self.live is None:
             raise ValueError("a route needs at least one response")
 
 
@@ -195,9 +201,11 @@ class GeneratedRoutes(Mapping[tuple[str, str], Route]):
         return len(self._fixed)
 
 
-def _as_route(value: Response | Route | Sequence[Response]) -> Route:
+def _as_route(value: Response | Route | Sequence[Response] | LiveAnswer) -> Route:
     if isinstance(value, Route):
         return value
+    if callable(value):
+        return Route((), live=value)
     if isinstance(value, Response):
         return Route((value,))
     return Route(tuple(value))
@@ -232,7 +240,7 @@ class Site:
     def build(
         cls,
         port: int,
-        routes: Mapping[str, Response | Route | Sequence[Response]],
+        routes: Mapping[str, Response | Route | Sequence[Response] | LiveAnswer],
         seeds: Iterable[str] = (),
         *,
         hosts: Iterable[str] | None = None,

@@ -1,0 +1,253 @@
+"""Recrawl scheduling and queue priority: the interval maths on an injected clock, and
+the store's side (due pages queued again, validators kept, ranks served in order, no
+starvation) on both engines."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from test_store import Engine, OpenStore, insert, open_store, pg_schema, store, url
+from trawl.errors import UsageError
+from trawl.priority import DEFAULT_HORIZON, priority, rank
+from trawl.recrawl import RecrawlPolicy, revisit
+from trawl.store.base import CommitBatch, Kind, Listed, Outcome, QueuedURL, State
+
+__all__ = ["open_store", "pg_schema", "store"]
+
+POLICY = RecrawlPolicy(minimum=10.0, maximum=1000.0, initial=100.0)
+
+
+def fetched(uid: int = 1, **previous: object) -> QueuedURL:
+    """A claimed URL with what its last fetch left (nothing: never fetched)."""
+    return QueuedURL(uid, "http://a.test/", 1, 0, 0, 0, **previous)  # type: ignore[arg-type]
+
+
+# -- interval maths --------------------------------------------------------------------------
+
+
+def test_a_first_fetch_starts_at_the_initial_interval() -> None:
+    assert POLICY.interval(None, changed=True) == 100.0
+    assert POLICY.interval(None, changed=False) == 100.0
+
+
+def test_a_change_halves_the_interval_down_to_the_minimum() -> None:
+    intervals = [100.0]
+    for _ in range(6):
+        intervals.append(POLICY.interval(intervals[-1], changed=True))
+    assert intervals == [100.0, 50.0, 25.0, 12.5, 10.0, 10.0, 10.0]
+
+
+def test_no_change_grows_the_interval_by_half_up_to_the_maximum() -> None:
+    intervals = [100.0]
+    for _ in range(8):
+        intervals.append(POLICY.interval(intervals[-1], changed=False))
+    assert intervals[:5] == [100.0, 150.0, 225.0, 337.5, 506.25]
+    assert intervals[5:] == [759.375, 1000.0, 1000.0, 1000.0]
+
+
+def test_important_pages_come_back_sooner_within_the_bounds() -> None:
+    assert POLICY.due(5000.0, 100.0, priority=1.0) == 5050.0
+    assert POLICY.due(5000.0, 100.0, priority=0.5) == 5100.0
+    assert POLICY.due(5000.0, 100.0, priority=0.0) == 5150.0
+    assert POLICY.due(5000.0, 12.0, priority=1.0) == 5010.0  # 6 s, kept at the minimum
+    assert POLICY.due(5000.0, 1000.0, priority=0.0) == 6000.0  # 1500 s, kept at the maximum
+
+
+@pytest.mark.parametrize(
+    ("minimum", "maximum", "initial"), [(0.0, 10.0, 5.0), (10.0, 5.0, 5.0), (1.0, 10.0, 20.0)]
+)
+def test_inconsistent_bounds_are_a_usage_error(
+    minimum: float, maximum: float, initial: float
+) -> None:
+    with pytest.raises(UsageError):
+        RecrawlPolicy(minimum=minimum, maximum=maximum, initial=initial)
+
+
+def test_revisit_tells_a_change_by_304_content_hash_or_status() -> None:
+    before = {"fetched_at": 1.0, "status": 200, "content_hash": "aa", "revisit_interval": 100.0}
+    assert revisit(POLICY, fetched(), 10.0, 200, "aa").changed  # first fetch
+    assert not revisit(POLICY, fetched(**before), 10.0, 304, None).changed
+    assert not revisit(POLICY, fetched(**before), 10.0, 200, "aa").changed
+    assert revisit(POLICY, fetched(**before), 10.0, 200, "bb").changed
+    assert revisit(POLICY, fetched(**before), 10.0, 404, None).changed
+    gone = {**before, "status": 404}
+    assert not revisit(POLICY, fetched(**gone), 10.0, 404, None).changed
+
+
+def simulate(change_every: float, horizon: float) -> list[float]:
+    """Fetch times of a page changing every ``change_every`` seconds (0: never), fetched
+    whenever it is due, on a simulated clock from 0 to ``horizon``."""
+    now, times = 0.0, []
+    url = fetched()
+    while now < horizon:
+        version = 0 if change_every == 0 else math.floor(now / change_every)
+        seen = revisit(POLICY, url, now, 200, f"v{version}")
+        times.append(now)
+        url = fetched(
+            fetched_at=now, status=200, content_hash=f"v{version}",
+            revisit_interval=seen.interval, priority=0.5,
+        )  # fmt: skip
+        now = seen.due_at
+    return times
+
+
+def test_a_page_that_changes_often_is_revisited_more_often_on_an_injected_clock() -> None:
+    often = simulate(change_every=10.0, horizon=20_000.0)
+    never = simulate(change_every=0.0, horizon=20_000.0)
+    assert len(often) > 5 * len(never)
+    # The often-changing page settles on the minimum interval, the other on the maximum.
+    assert often[-1] - often[-2] == POLICY.minimum
+    assert never[-1] - never[-2] == POLICY.maximum
+
+
+# -- priority ----------------------------------------------------------------------------------
+
+
+def test_priority_falls_with_depth_and_follows_the_sitemap() -> None:
+    assert priority(0) > priority(1) > priority(2) > priority(5)
+    assert priority(1, sitemap=1.0) > priority(1) > priority(1, sitemap=0.0)
+    assert priority(0, sitemap=7.0) == priority(0, sitemap=1.0) == 1.0
+
+
+def test_rank_orders_by_priority_but_ages_within_the_horizon() -> None:
+    low, high = priority(5, sitemap=0.0), priority(0, sitemap=1.0)
+    assert rank(0.0, high, DEFAULT_HORIZON) < rank(0.0, low, DEFAULT_HORIZON)
+    # A low-priority URL is passed only by URLs queued less than the horizon after it.
+    assert rank(DEFAULT_HORIZON, high, DEFAULT_HORIZON) > rank(0.0, low, DEFAULT_HORIZON)
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+async def claim_all(store: Engine, host_id: int, now: float) -> list[QueuedURL]:
+    return list(await store.claim({host_id: 1000}, now=now))
+
+
+async def host_of(store: Engine, name: str) -> int:
+    return (await store.host_ids([name]))[name]
+
+
+async def test_claims_serve_sitemap_priority_first_then_depth(store: Engine) -> None:
+    plain = [url("a.test", n, depth=2) for n in range(3)]
+    shallow = url("a.test", 10, depth=1)
+    favoured = url("a.test", 20, depth=3)
+    batch = CommitBatch(new_urls=[*plain, shallow, favoured], at=1000.0)
+    batch.listed[favoured.id] = Listed(Kind.PAGE, 1.0)
+    await store.commit(batch)
+    claimed = await claim_all(store, await host_of(store, "a.test"), now=1000.0)
+    assert [u.id for u in claimed][:2] == [favoured.id, shallow.id]
+    assert {u.id for u in claimed[2:]} == {u.id for u in plain}
+    assert claimed[0].priority == priority(3, 1.0)
+
+
+async def test_a_low_priority_url_is_not_starved_by_later_arrivals(open_store: OpenStore) -> None:
+    """High-priority URLs keep arriving; the low-priority one still gets its turn once
+    it has waited the horizon, while high-priority URLs queued before then go first."""
+    async with open_store() as store:
+        low = url("a.test", 0, depth=9)
+        await store.commit(CommitBatch(new_urls=[low], at=0.0))
+        # One high-priority URL (a sitemap's 1.0 at depth 0) every 100 s for 2.5 horizons.
+        arrivals = {}
+        for step in range(1, 91):
+            high = url("a.test", step)
+            arrivals[high.id] = step * 100.0
+            batch = CommitBatch(new_urls=[high], at=step * 100.0)
+            batch.listed[high.id] = Listed(Kind.PAGE, 1.0)
+            await store.commit(batch)
+        order = [u.id for u in await claim_all(store, await host_of(store, "a.test"), 9e9)]
+    position = order.index(low.id)
+    waited = (1 - priority(9)) * DEFAULT_HORIZON
+    assert all(arrivals[uid] < waited for uid in order[:position])
+    assert all(arrivals[uid] >= waited for uid in order[position + 1 :])
+    assert 0 < position < len(order) - 1
+
+
+async def test_due_pages_are_queued_again_with_their_validators(
+    store: Engine, open_store: OpenStore
+) -> None:
+    await insert(store, url("a.test", 1), url("a.test", 2), url("b.test", 1))
+    ids = {name: await host_of(store, name) for name in ("a.test", "b.test")}
+    claimed = [u for host in ids.values() for u in await claim_all(store, host, 0.0)]
+    due = {claimed[0].id: 50.0, claimed[1].id: 500.0, claimed[2].id: 150.0}
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                Outcome(
+                    u.id, u.host_id, State.DONE, 1, status=200, fetched_at=10.0,
+                    content_hash=f"h{u.id}", etag=f'"e{u.id}"', last_modified="Mon, 01 Jan 2024",
+                    revisit_interval=100.0, due_at=due[u.id],
+                )
+                for u in claimed
+            ]
+        )
+    )  # fmt: skip
+    assert await store.next_due() == 50.0
+    assert await store.requeue_due(now=200.0, limit=100) == 2
+    assert await store.work_left() == 2
+    assert await store.next_due() == 500.0
+    again = [u for host in ids.values() for u in await claim_all(store, host, 200.0)]
+    assert sorted(u.id for u in again) == sorted(uid for uid, at in due.items() if at <= 200.0)
+    for u in again:
+        assert (u.refetch, u.fetched_at, u.status) == (True, 10.0, 200)
+        assert (u.etag, u.last_modified) == (f'"e{u.id}"', "Mon, 01 Jan 2024")
+        assert (u.content_hash, u.revisit_interval) == (f"h{u.id}", 100.0)
+    # A 304 keeps the validators and the content hash; the page leaves the due index.
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                Outcome(u.id, u.host_id, State.DONE, 1, status=304, fetched_at=200.0,
+                        revisit_interval=150.0, due_at=400.0)
+                for u in again
+            ]
+        )
+    )  # fmt: skip
+    stored = open_store.query("SELECT etag, content_hash, due_at FROM urls ORDER BY due_at")
+    assert [row[2] for row in stored] == [400.0, 400.0, 500.0]
+    assert all(row[0] and row[1] for row in stored)
+    assert (await store.counters())["recrawls_queued"] == 2
+
+
+async def test_requeue_keeps_the_host_counts_exact(open_store: OpenStore) -> None:
+    async with open_store(pages=3) as store:
+        await insert(store, *(url("a.test", n) for n in range(3)))
+        host = await host_of(store, "a.test")
+        claimed = await claim_all(store, host, 0.0)
+        await store.commit(
+            CommitBatch(
+                outcomes=[
+                    Outcome(u.id, host, State.DONE, 1, status=200, fetched_at=1.0, due_at=5.0)
+                    for u in claimed
+                ]
+            )
+        )
+        # The page budget is used up; the due pages come back under it, not past it.
+        assert await store.requeue_due(now=10.0, limit=2) == 2
+        assert open_store.query("SELECT queued, fetched FROM hosts") == [(2, 1)]
+        assert len(await claim_all(store, host, 10.0)) == 2
+        assert await store.requeue_due(now=10.0, limit=10, every=True) == 1
+        assert open_store.query("SELECT queued, fetched, claimed FROM hosts") == [(1, 0, 2)]
+
+
+async def test_a_sitemap_lastmod_makes_a_fetched_page_due_at_once(
+    store: Engine, open_store: OpenStore
+) -> None:
+    page, other = url("a.test", 1), url("a.test", 2)
+    await insert(store, page, other)
+    host = await host_of(store, "a.test")
+    claimed = await claim_all(store, host, 0.0)
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                Outcome(u.id, host, State.DONE, 1, status=200, fetched_at=100.0, due_at=9000.0)
+                for u in claimed
+            ]
+        )
+    )
+    # Changed after the fetch, so due now; the other's lastmod is older than its fetch.
+    await store.commit(CommitBatch(lastmods=[(page.id, 150.0), (other.id, 50.0)], at=200.0))
+    assert await store.requeue_due(now=200.0, limit=10) == 1
+    assert [u.id for u in await claim_all(store, host, 200.0)] == [page.id]
+    lastmods = dict(open_store.query("SELECT url, lastmod FROM urls"))
+    assert lastmods == {page.url: 150.0, other.url: 50.0}
