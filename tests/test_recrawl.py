@@ -5,6 +5,7 @@ starvation) on both engines."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -19,9 +20,9 @@ __all__ = ["open_store", "pg_schema", "store"]
 POLICY = RecrawlPolicy(minimum=10.0, maximum=1000.0, initial=100.0)
 
 
-def fetched(uid: int = 1, **previous: object) -> QueuedURL:
+def fetched(**previous: Any) -> QueuedURL:
     """A claimed URL with what its last fetch left (nothing: never fetched)."""
-    return QueuedURL(uid, "http://a.test/", 1, 0, 0, 0, **previous)  # type: ignore[arg-type]
+    return QueuedURL(1, "http://a.test/", 1, 0, 0, 0, **previous)
 
 
 # -- interval maths --------------------------------------------------------------------------
@@ -66,7 +67,7 @@ def test_inconsistent_bounds_are_a_usage_error(
 
 
 def test_revisit_tells_a_change_by_304_content_hash_or_status() -> None:
-    before = {"fetched_at": 1.0, "status": 200, "content_hash": "aa", "revisit_interval": 100.0}
+    before: dict[str, Any] = {"fetched_at": 1.0, "status": 200, "content_hash": "aa", "revisit_interval": 100.0}
     assert revisit(POLICY, fetched(), 10.0, 200, "aa").changed  # first fetch
     assert not revisit(POLICY, fetched(**before), 10.0, 304, None).changed
     assert not revisit(POLICY, fetched(**before), 10.0, 200, "aa").changed
@@ -249,5 +250,5 @@ async def test_a_sitemap_lastmod_makes_a_fetched_page_due_at_once(
     await store.commit(CommitBatch(lastmods=[(page.id, 150.0), (other.id, 50.0)], at=200.0))
     assert await store.requeue_due(now=200.0, limit=10) == 1
     assert [u.id for u in await claim_all(store, host, 200.0)] == [page.id]
-    lastmods = dict(open_store.query("SELECT url, lastmod FROM urls"))
+    lastmods: dict[str, float] = dict(open_store.query("SELECT url, lastmod FROM urls"))
     assert lastmods == {page.url: 150.0, other.url: 50.0}
