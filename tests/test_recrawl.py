@@ -67,7 +67,12 @@ def test_inconsistent_bounds_are_a_usage_error(
 
 
 def test_revisit_tells_a_change_by_304_content_hash_or_status() -> None:
-    before: dict[str, Any] = {"fetched_at": 1.0, "status": 200, "content_hash": "aa", "revisit_interval": 100.0}
+    before: dict[str, Any] = {
+        "fetched_at": 1.0,
+        "status": 200,
+        "content_hash": "aa",
+        "revisit_interval": 100.0,
+    }
     assert revisit(POLICY, fetched(), 10.0, 200, "aa").changed  # first fetch
     assert not revisit(POLICY, fetched(**before), 10.0, 304, None).changed
     assert not revisit(POLICY, fetched(**before), 10.0, 200, "aa").changed

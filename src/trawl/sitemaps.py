@@ -78,6 +78,10 @@ _NAMESPACES = (
     "http://www.google.com/schemas/sitemap/0.84",
     "http://www.google.com/schemas/sitemap/0.9",
 )
+# Sitemaps nest five elements deep at most (urlset > url > video:video > video:price);
+# expat keeps every open element, so a file of nothing but open tags would cost about
+# ten times its size in memory if the depth were not limited.
+_MAX_DEPTH = 32
 _FIELDS = frozenset({"loc", "lastmod", "priority"})
 # Expat reports a namespaced element as "<uri> <local name>" (the separator given to
 # ParserCreate) and one without a namespace by its bare name: one lookup finds ours.
@@ -229,6 +233,8 @@ class _XmlReader:
     def start(self, name: str, _attributes: object) -> None:
         self.depth += 1
         local = _LOCAL_NAMES.get(name)
+        if self.depth > _MAX_DEPTH:
+            raise _Refused(SitemapError.MALFORMED)
         if self.depth == 1:
             if local == "urlset":
                 self.kind, self.entry_name = SitemapKind.URLSET, "url"
@@ -254,7 +260,7 @@ class _XmlReader:
             self.text = None
         elif self.depth == 2 and self.in_entry:
             self.in_entry = False
-            entry = _entry(self.fields)
+            entry = _entry(self.fields) if self.fields else None
             if entry is not None:
                 self.entries.append(entry)
                 if len(self.entries) > self.max_urls:
