@@ -19,7 +19,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from trawl.config import Breaker, CrawlConfig, IPNetwork, Limits, Politeness, ScopeConfig, Timeouts
+from trawl.config import (
+    Breaker,
+    CrawlConfig,
+    Freshness,
+    IPNetwork,
+    Limits,
+    Politeness,
+    ScopeConfig,
+    Timeouts,
+)
 from trawl.fetcher import Fetcher, Recorder
 from trawl.netguard import AddressPolicy
 from trawl.resolver import GuardedResolver
@@ -133,6 +142,7 @@ class CrawlRunner:
         text_near_duplicates: bool = True,
         events: Path | None = None,
         store: StoreLocation | None = None,
+        freshness: Freshness | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -163,6 +173,7 @@ class CrawlRunner:
             text_near_duplicates=text_near_duplicates,
             events=events,
             store=store,
+            freshness=freshness or Freshness(),
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

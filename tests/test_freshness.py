@@ -1,0 +1,116 @@
+"""Recrawls in whole crawls: conditional requests, 304s, change detection, events, and a
+continuous crawl that revisits a page that changes more often than one that does not.
+
+The site's pages change on a schedule of the server's clock (trawl.testsite.changing)
+and answer If-None-Match and If-Modified-Since as a real server does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+
+from conftest import CrawlRunner
+from trawl.config import Freshness, Limits, RecrawlPass
+from trawl.recrawl import RecrawlPolicy
+from trawl.testsite import Response, Site, SiteServer
+from trawl.testsite.changing import Changing
+
+HOST = "www.fresh.test"
+INDEX = b'<a href="/static">s</a> <a href="/often">o</a> <a href="/plain">p</a>'
+
+
+def fresh_site(port: int) -> Site:
+    """An index without validators, a page that never changes, one that changes every
+    0.3 s (both with validators), and a static page that sends no validators."""
+    return Site.build(
+        port,
+        {
+            f"http://{HOST}/": Response(body=INDEX),
+            f"http://{HOST}/static": Changing(period=0),
+            f"http://{HOST}/often": Changing(period=0.3),
+            f"http://{HOST}/plain": Changing(period=0, conditional=False),
+        },
+        seeds=[f"http://{HOST}/"],
+    )
+
+
+def requests_of(server: SiteServer, since: int = 0) -> dict[str, list[tuple[int, str | None]]]:
+    """Per path, (status, If-None-Match sent) of each request after the first ``since``."""
+    seen: dict[str, list[tuple[int, str | None]]] = {}
+    for record in server.requests[since:]:
+        if record.path != "/robots.txt":
+            seen.setdefault(record.path, []).append(
+                (record.status, record.headers.get("If-None-Match"))
+            )
+    return seen
+
+
+def events_of(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_a_recrawl_sends_validators_counts_304s_and_reports_only_changes(
+    crawl: CrawlRunner, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.jsonl"
+    with SiteServer(fresh_site) as server:
+        first = await crawl(server, soft_404=False, events=events)
+        assert first.summary.fetched == 4
+        assert [e["url"] for e in events_of(events)].count(server.site.url(HOST, "/often")) == 1
+        before = len(server.requests)
+        await asyncio.sleep(0.4)  # /often moves to its next version
+        again = await crawl(
+            server, soft_404=False, events=events, data_dir=first.data_dir,
+            freshness=Freshness(recrawl_pass=RecrawlPass.ALL),
+        )  # fmt: skip
+        second = requests_of(server, before)
+    assert second["/static"] == [(304, '"v0"')]
+    assert second["/often"][0][0] == 200
+    assert second["/often"][0][1] is not None  # it asked with the old ETag
+    assert second["/plain"] == [(200, None)]  # no validators were given, none are sent
+    assert second["/"] == [(200, None)]
+    fresh = again.summary.freshness
+    assert fresh["recrawls_queued"] == 4
+    assert fresh["recrawled"] == 4
+    assert fresh["not_modified"] == 1
+    assert fresh["recrawl_changed"] == 1
+    assert fresh["recrawl_unchanged"] == 3
+    # Unique counts do not move: the same four pages, fetched once each as new pages.
+    assert (again.summary.discovered, again.summary.fetched) == (4, 4)
+    assert again.rows[server.site.url(HOST, "/static")].status == 304
+    # Only the changed page produced a second event, marked changed.
+    second_events = events_of(events)[4:]
+    assert [e["url"] for e in second_events] == [server.site.url(HOST, "/often")]
+    assert second_events[0]["changed"] is True
+
+
+async def test_a_recrawl_pass_takes_only_what_is_due(crawl: CrawlRunner) -> None:
+    with SiteServer(fresh_site) as server:
+        first = await crawl(server, soft_404=False)
+        before = len(server.requests)
+        due_pass = Freshness(recrawl_pass=RecrawlPass.DUE)
+        again = await crawl(server, soft_404=False, data_dir=first.data_dir, freshness=due_pass)
+        assert requests_of(server, before) == {}
+    assert again.summary.freshness.get("recrawled", 0) == 0
+
+
+async def test_a_continuous_crawl_revisits_a_changing_page_more_often(
+    crawl: CrawlRunner,
+) -> None:
+    policy = RecrawlPolicy(minimum=0.2, maximum=3.0, initial=0.6)
+    with SiteServer(fresh_site) as server:
+        outcome = await crawl(
+            server, soft_404=False, limits=Limits(max_time=8.0),
+            freshness=Freshness(recrawl=policy, continuous=True),
+            expect_state="time budget reached",
+        )  # fmt: skip
+        seen = requests_of(server)
+    hits = Counter({path: len(answers) for path, answers in seen.items()})
+    assert hits["/often"] >= 2 * hits["/static"] >= 4
+    # The page that never changes is answered 304 after its first fetch.
+    assert {status for status, _ in seen["/static"][1:]} == {304}
+    assert outcome.summary.freshness["not_modified"] >= hits["/static"] - 1
+    assert outcome.summary.fetched == 4
