@@ -1,0 +1,173 @@
+"""Sitemaps in whole crawls: found through robots.txt and /sitemap.xml, indexes, gzip and
+text sitemaps; their URLs scope- and robots-checked, their priority and lastmod kept;
+``--sitemaps-only``; and oversized or hostile sitemaps refused with a count, the crawl
+going on."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from pathlib import Path
+
+from conftest import CrawlRunner, read_rows
+from test_store import sqlite_query
+from trawl.config import Freshness
+from trawl.priority import priority
+from trawl.store.base import State
+from trawl.testsite import Response, Site, SiteServer
+
+WWW, BLOG = "www.maps.test", "blog.maps.test"
+XML = "application/xml"
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def urlset(*entries: str) -> bytes:
+    return f'<?xml version="1.0"?><urlset {NS}>{"".join(entries)}</urlset>'.encode()
+
+
+def entry(loc: str, extra: str = "") -> str:
+    return f"<url><loc>{loc}</loc>{extra}</url>"
+
+
+def maps_site(port: int) -> Site:
+    """A seed page that links nowhere; every other page is known only from sitemaps."""
+    www, blog = f"http://{WWW}:{port}", f"http://{BLOG}:{port}"
+    index = (
+        f'<?xml version="1.0"?><sitemapindex {NS}>'
+        f"<sitemap><loc>{www}/sitemap-pages.xml.gz</loc></sitemap>"
+        f"<sitemap><loc>{blog}/posts.txt</loc></sitemap></sitemapindex>"
+    ).encode()
+    pages = urlset(
+        entry(f"{www}/a"), entry(f"{www}/b"), entry("http://elsewhere.example/x"),
+        entry(f"{www}/private/p"), entry(f"{www}/a#again"),
+    )  # fmt: skip
+    page = Response(body=b"<!doctype html><title>page</title><p>hello</p>")
+    return Site.build(
+        port,
+        {
+            f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
+            f"http://{WWW}/robots.txt": Response(
+                body=f"User-agent: *\nDisallow: /private/\nSitemap: {www}/index.xml\n".encode(),
+                content_type="text/plain",
+            ),
+            f"http://{WWW}/index.xml": Response(body=index, content_type=XML),
+            f"http://{WWW}/sitemap-pages.xml.gz": Response(
+                body=gzip.compress(pages), content_type="application/gzip"
+            ),
+            f"http://{BLOG}/posts.txt": Response(
+                body=f"{blog}/c\n\n  {blog}/d  \nnot a url\n".encode(), content_type="text/plain"
+            ),
+            f"http://{WWW}/sitemap.xml": Response(
+                body=urlset(
+                    entry(
+                        f"{www}/extra",
+                        "<lastmod>2024-05-01</lastmod><priority>0.9</priority>",
+                    )
+                ),
+                content_type=XML,
+            ),
+            **{f"http://{WWW}{path}": page for path in ("/a", "/b", "/extra", "/private/p")},
+            **{f"http://{BLOG}{path}": page for path in ("/c", "/d")},
+        },
+        seeds=[f"http://{WWW}/"],
+        hosts=[WWW, BLOG, "elsewhere.example"],
+    )
+
+
+def gets(server: SiteServer) -> Counter[tuple[str, str]]:
+    return Counter((r.host, r.path) for r in server.requests if r.path != "/robots.txt")
+
+
+async def test_sitemap_urls_are_crawled_within_scope_and_robots(
+    crawl: CrawlRunner, tmp_path: Path
+) -> None:
+    with SiteServer(maps_site) as server:
+        outcome = await crawl(server, soft_404=False, freshness=Freshness(sitemaps=True))
+        requested = gets(server)
+    pages = {(WWW, p) for p in ("/", "/a", "/b", "/extra")} | {(BLOG, p) for p in ("/c", "/d")}
+    sitemaps = {(WWW, "/index.xml"), (WWW, "/sitemap-pages.xml.gz"), (BLOG, "/posts.txt"),
+                (WWW, "/sitemap.xml"), (BLOG, "/sitemap.xml")}  # fmt: skip
+    assert set(requested) == pages | sitemaps
+    assert set(requested.values()) == {1}  # each fetched once, #again included
+    fresh = outcome.summary.freshness
+    assert fresh["sitemaps_read"] == 4  # the blog's /sitemap.xml is a 404
+    assert fresh["sitemap_urls"] == 2 + 5 + 2 + 1
+    assert outcome.summary.off_scope >= 1
+    assert outcome.in_state(State.BLOCKED) == {server.site.url(WWW, "/private/p")}
+    assert outcome.summary.discovered == len(pages) + len(sitemaps) + 1
+    extra = sqlite_query(
+        outcome.data_dir, "SELECT priority, lastmod, kind FROM urls WHERE url LIKE '%/extra'"
+    )
+    assert extra == [(priority(0, 0.9), 1714521600.0, 0)]
+    kinds = dict(sqlite_query(outcome.data_dir, "SELECT url, kind FROM urls"))
+    assert {url for url, kind in kinds.items() if kind == 1} == {
+        server.site.url(host, path) for host, path in sitemaps
+    }
+
+
+async def test_sitemaps_only_starts_from_the_seeds_sitemaps(crawl: CrawlRunner) -> None:
+    with SiteServer(maps_site) as server:
+        outcome = await crawl(server, soft_404=False, freshness=Freshness(sitemaps_only=True))
+        requested = gets(server)
+    assert (WWW, "/") not in requested
+    assert {(WWW, "/a"), (WWW, "/b"), (WWW, "/extra"), (BLOG, "/c"), (BLOG, "/d")} <= set(requested)
+    assert server.site.url(WWW, "/") not in read_rows(outcome.data_dir)
+
+
+HOSTILE = "bad.maps.test"
+LAUGHS = (
+    '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+    '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
+    '<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
+    f"<urlset {NS}><url><loc>http://{HOSTILE}/&lol3;</loc></url></urlset>"
+).encode()
+EXTERNAL = (
+    '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>'
+    f"<urlset {NS}><url><loc>http://{HOSTILE}/&e;</loc></url></urlset>"
+).encode()
+
+
+def hostile_site(port: int) -> Site:
+    """Sitemaps that break the protocol's limits or attack the parser, beside a good one."""
+    base = f"http://{HOSTILE}:{port}"
+    named = ["bomb.xml.gz", "huge.xml", "many.txt", "laughs.xml", "external.xml", "good.xml"]
+    robots = "User-agent: *\nAllow: /\n" + "".join(f"Sitemap: {base}/{n}\n" for n in named)
+    bomb = gzip.compress(b"<urlset>" + b" " * (60 * 1024 * 1024) + b"</urlset>")
+    many = "".join(f"{base}/p{n}\n" for n in range(50_001)).encode()
+    return Site.build(
+        port,
+        {
+            f"http://{HOSTILE}/": Response(body=b"<!doctype html><title>home</title>"),
+            f"http://{HOSTILE}/robots.txt": Response(
+                body=robots.encode(), content_type="text/plain"
+            ),
+            f"http://{HOSTILE}/bomb.xml.gz": Response(body=bomb, content_type="application/gzip"),
+            f"http://{HOSTILE}/huge.xml": Response(body_size=51 * 1024 * 1024, content_type=XML),
+            f"http://{HOSTILE}/many.txt": Response(body=many, content_type="text/plain"),
+            f"http://{HOSTILE}/laughs.xml": Response(body=LAUGHS, content_type=XML),
+            f"http://{HOSTILE}/external.xml": Response(body=EXTERNAL, content_type=XML),
+            f"http://{HOSTILE}/good.xml": Response(body=urlset(entry(f"{base}/ok"))),
+            f"http://{HOSTILE}/ok": Response(body=b"<!doctype html><title>ok</title>"),
+        },
+        seeds=[f"http://{HOSTILE}/"],
+    )
+
+
+async def test_oversized_and_hostile_sitemaps_are_refused_and_counted(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(hostile_site) as server:
+        outcome = await crawl(server, soft_404=False, freshness=Freshness(sitemaps=True))
+        requested = gets(server)
+    errors = outcome.summary.errors_by_class
+    fresh = outcome.summary.freshness
+    assert fresh["sitemap_errors"] == 5
+    assert fresh["sitemaps_read"] == 1  # good.xml; /sitemap.xml is a 404
+    counters = dict(sqlite_query(outcome.data_dir, "SELECT name, value FROM counters"))
+    assert counters["sitemap_error:too_large"] == 2
+    assert counters["sitemap_error:too_many_urls"] == 1
+    assert counters["sitemap_error:dtd_forbidden"] == 2
+    assert (HOSTILE, "/ok") in requested
+    assert not [path for _, path in requested if path.startswith(("/p", "/lol", "/root"))]
+    assert not errors
+    assert outcome.summary.discovered == 1 + 7 + 1  # home, the sitemaps, /ok
