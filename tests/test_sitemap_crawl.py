@@ -99,7 +99,7 @@ async def test_sitemap_urls_are_crawled_within_scope_and_robots(
         outcome.data_dir, "SELECT priority, lastmod, kind FROM urls WHERE url LIKE '%/extra'"
     )
     assert extra == [(priority(0, 0.9), 1714521600.0, 0)]
-    kinds = dict(sqlite_query(outcome.data_dir, "SELECT url, kind FROM urls"))
+    kinds: dict[str, int] = dict(sqlite_query(outcome.data_dir, "SELECT url, kind FROM urls"))
     assert {url for url, kind in kinds.items() if kind == 1} == {
         server.site.url(host, path) for host, path in sitemaps
     }
@@ -163,7 +163,9 @@ async def test_oversized_and_hostile_sitemaps_are_refused_and_counted(
     fresh = outcome.summary.freshness
     assert fresh["sitemap_errors"] == 5
     assert fresh["sitemaps_read"] == 1  # good.xml; /sitemap.xml is a 404
-    counters = dict(sqlite_query(outcome.data_dir, "SELECT name, value FROM counters"))
+    counters: dict[str, int] = dict(
+        sqlite_query(outcome.data_dir, "SELECT name, value FROM counters")
+    )
     assert counters["sitemap_error:too_large"] == 2
     assert counters["sitemap_error:too_many_urls"] == 1
     assert counters["sitemap_error:dtd_forbidden"] == 2
