@@ -11,12 +11,20 @@ import asyncio
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from conftest import CrawlRunner
+from pg import URL as PG_URL
+from pg import crawl_name
+from test_cli import Run, assert_one_error_line, trawl
 from trawl.config import Freshness, Limits, RecrawlPass
 from trawl.recrawl import RecrawlPolicy
 from trawl.testsite import Response, Site, SiteServer
 from trawl.testsite.changing import Changing
+
+__all__ = ["crawl_name"]
 
 HOST = "www.fresh.test"
 INDEX = b'<a href="/static">s</a> <a href="/often">o</a> <a href="/plain">p</a>'
@@ -114,3 +122,41 @@ async def test_a_continuous_crawl_revisits_a_changing_page_more_often(
     assert {status for status, _ in seen["/static"][1:]} == {304}
     assert outcome.summary.freshness["not_modified"] >= hits["/static"] - 1
     assert outcome.summary.fetched == 4
+
+
+def summary_of(run: Run) -> dict[str, Any]:
+    assert run.code == 0, run.err
+    parsed: dict[str, Any] = json.loads(run.out)
+    return parsed
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_trawl_recrawl_runs_one_pass_over_what_is_due_or_all(
+    engine: str, crawl_name: str, tmp_path: Path
+) -> None:
+    where = ["--data-dir", str(tmp_path / "data")]
+    if engine == "postgresql":
+        where += ["--store", PG_URL, "--crawl", crawl_name]
+    with SiteServer(fresh_site) as server:
+        local = [*where, *server.resolve_args(), "--no-progress", "--json"]
+        first = summary_of(
+            trawl("crawl", *server.site.seeds, "--delay", "0", "--no-soft-404", *local)
+        )
+        assert first["fetched"] == 4
+        before = len(server.requests)
+        due = summary_of(trawl("recrawl", *local))
+        assert len(server.requests) == before  # nothing is due for a day
+        every = summary_of(trawl("recrawl", "--all", *local))
+    assert due["freshness"].get("recrawled", 0) == 0
+    assert every["freshness"]["recrawled"] == 4
+    assert every["freshness"]["not_modified"] == 1
+    assert (every["discovered"], every["fetched"]) == (4, 4)
+
+
+def test_bad_recrawl_bounds_are_one_error_line(tmp_path: Path) -> None:
+    run = trawl(
+        "crawl", "http://www.fresh.test/", "--data-dir", str(tmp_path / "d"),
+        "--recrawl-min", "100", "--recrawl-max", "10",
+    )  # fmt: skip
+    assert "--recrawl-max" in assert_one_error_line(run)
+    assert not (tmp_path / "d").exists()
