@@ -19,9 +19,12 @@ from conftest import CrawlRunner
 from pg import URL as PG_URL
 from pg import crawl_name
 from test_cli import Run, assert_one_error_line, trawl
+from test_store import sqlite_query
 from trawl.config import Freshness, Limits, RecrawlPass
+from trawl.inlinks import LEVEL_STEP
+from trawl.priority import priority
 from trawl.recrawl import RecrawlPolicy
-from trawl.testsite import Response, Site, SiteServer
+from trawl.testsite import Response, Site, SiteServer, generate_site
 from trawl.testsite.changing import Changing
 
 __all__ = ["crawl_name"]
@@ -160,3 +163,13 @@ def test_bad_recrawl_bounds_are_one_error_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "--recrawl-max" in assert_one_error_line(run)
     assert not (tmp_path / "d").exists()
+
+
+async def test_pages_linked_from_many_pages_gain_priority(crawl: CrawlRunner) -> None:
+    with SiteServer(lambda port: generate_site(port, hosts=4, pages_per_host=30)) as server:
+        outcome = await crawl(server)
+    rows = sqlite_query(outcome.data_dir, "SELECT depth, priority, inlink_level FROM urls")
+    raised = [(depth, p, level) for depth, p, level in rows if level > 0]
+    assert max(level for _, _, level in raised) >= 3
+    for depth, value, level in raised:
+        assert value == pytest.approx(min(1.0, priority(depth) + level * LEVEL_STEP))

@@ -11,6 +11,7 @@ import pytest
 
 from test_store import Engine, OpenStore, insert, open_store, pg_schema, store, url
 from trawl.errors import UsageError
+from trawl.inlinks import LEVEL_STEP, MAX_LEVEL, InlinkCounter
 from trawl.priority import DEFAULT_HORIZON, priority, rank
 from trawl.recrawl import RecrawlPolicy, revisit
 from trawl.store.base import CommitBatch, Kind, Listed, Outcome, QueuedURL, State
@@ -257,3 +258,53 @@ async def test_a_sitemap_lastmod_makes_a_fetched_page_due_at_once(
     assert [u.id for u in await claim_all(store, host, 200.0)] == [page.id]
     lastmods: dict[str, float] = dict(open_store.query("SELECT url, lastmod FROM urls"))
     assert lastmods == {page.url: 150.0, other.url: 50.0}
+
+
+# -- in-links ------------------------------------------------------------------------------
+
+
+def test_inlink_levels_are_reported_at_powers_of_two_once_per_batch() -> None:
+    counter = InlinkCounter(capacity=1000)
+    popular, rare = url("a.test", 1), url("a.test", 2)
+    assert counter.observe([popular]) == []
+    assert counter.observe([popular, rare]) == [(popular.id, 1)]
+    assert counter.observe([popular, popular]) == [(popular.id, 2)]  # counts 3 and 4
+    reports = [counter.observe([popular]) for _ in range(200)]
+    levels = [level for report in reports for _, level in report]
+    assert levels == list(range(3, MAX_LEVEL + 1))
+
+
+def test_inlink_counts_are_forgotten_when_the_counter_is_full() -> None:
+    counter = InlinkCounter(capacity=3)
+    links = [url("a.test", n) for n in range(3)]
+    counter.observe(links)
+    assert counter.observe([links[0]]) == []  # emptied first: this is its first link again
+    assert counter.observe([links[0]]) == [(links[0].id, 1)]
+
+
+async def test_inlink_levels_raise_priority_once_and_rank_only_when_queued(
+    store: Engine, open_store: OpenStore
+) -> None:
+    first, popular, done = url("a.test", 1), url("a.test", 2), url("b.test", 1)
+    await store.commit(CommitBatch(new_urls=[first, popular, done], at=0.0))
+    b = await host_of(store, "b.test")
+    [claimed] = await claim_all(store, b, 0.0)
+    await store.commit(
+        CommitBatch(outcomes=[Outcome(claimed.id, b, State.DONE, 1, status=200, fetched_at=1.0)])
+    )
+    ranks_before = dict(open_store.query("SELECT id, rank FROM urls"))
+    levels = [(popular.id, 2), (done.id, 3)]
+    await store.commit(CommitBatch(inlinks=levels))
+    await store.commit(CommitBatch(inlinks=[(popular.id, 1), (popular.id, 2)]))  # no change
+    stored = {uid: (p, r, lvl) for uid, p, r, lvl in open_store.query(
+        "SELECT id, priority, rank, inlink_level FROM urls")}  # fmt: skip
+    base = priority(0)
+    assert stored[popular.id][0] == pytest.approx(base + 2 * LEVEL_STEP)
+    assert stored[popular.id][1] == pytest.approx(
+        ranks_before[popular.id] - 2 * LEVEL_STEP * DEFAULT_HORIZON
+    )
+    assert stored[popular.id][2] == 2
+    assert stored[done.id][0] == pytest.approx(base + 3 * LEVEL_STEP)
+    assert stored[done.id][1] == ranks_before[done.id]
+    a = await host_of(store, "a.test")
+    assert [u.id for u in await claim_all(store, a, 0.0)] == [popular.id, first.id]

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from trawl.content import ContentStage
+from trawl.inlinks import InlinkCounter
 from trawl.seen import SeenSet
 from trawl.store.base import CommitBatch, CommitResult, Store
 
@@ -66,6 +67,7 @@ class Committer:
         self._store = store
         self._content = content
         self._seen = seen
+        self._inlinks = InlinkCounter()
         self._on_commit = on_commit
         self._max_batch = max_batch
         self._linger = linger
@@ -114,6 +116,7 @@ class Committer:
 
     async def _commit(self, batch: CommitBatch) -> None:
         if batch.new_urls:
+            batch.inlinks = self._inlinks.observe(batch.new_urls)
             verdict = await self._seen.filter_new(batch.new_urls)
             batch.new_urls = verdict.new
             batch.count("duplicates", verdict.duplicates)

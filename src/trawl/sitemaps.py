@@ -14,10 +14,11 @@ A sitemap body is hostile input that a site can make as large as it likes, so:
   step, and inflating stops as soon as the total passes ``max_bytes``: a gzip bomb
   costs about ``max_bytes`` of memory and a fraction of a second. A corrupt or truncated
   stream is ``bad_gzip``.
-- Whole body, one parse. The decompressed body (at most ``max_bytes``) is handed to
-  expat in one call rather than fed in pieces: expat 2.5 scans an unfinished token again
-  on every feed (a giant comment fed in 256 KiB pieces took seconds) and has to buffer
-  that token whole anyway, so streaming would save memory only on friendly files.
+- Whole body, one parse. The decompressed body (at most ``max_bytes``) goes to expat in
+  one ``Parse`` call (which pyexpat passes on 1 MiB at a time) rather than in our own
+  small slices: expat 2.5 scans an unfinished token again on every feed, so a 45 MB
+  comment fed in 256 KiB slices took 6 s (1 s this way), and expat buffers such a token
+  whole anyway, so streaming would save memory only on friendly files.
 - XML. Expat is driven directly. A DOCTYPE (where every entity and external DTD would
   have to be declared) stops the parse at once (``dtd_forbidden``), parameter entities
   are never parsed and no handler loads anything external, so billion laughs, quadratic
@@ -43,11 +44,12 @@ W3C Datetime (a date alone is midnight UTC; a time without a zone, a common mist
 read as UTC), ``priority`` a decimal in [0.0, 1.0]; anything else is None.
 `parse_sitemap` never raises.
 
-Speed, measured on the 2-core build machine (best of 5, ``time.perf_counter``): 50,000
-``<url>`` entries with ``loc``, ``lastmod`` and ``priority`` (7.9 MB) parse in 0.36 s,
-0.37 s gzipped; a 50,000-line text sitemap in 0.06 s; a 200 MB gzip bomb is refused in
-0.15 s with a peak of 56 MiB traced. Hostile but well-formed XML of millions of tiny
-elements costs expat and its handlers about 1-2 us each, so up to several seconds.
+Speed, measured on the shared 2-core build machine (best of 5, ``time.perf_counter``):
+50,000 ``<url>`` entries with ``loc``, ``lastmod`` and ``priority`` (7.9 MB) parse in
+0.36-0.38 s, gzipped in 0.37-0.53 s; a 50,000-line text sitemap in 0.06-0.07 s; a 200 MB
+gzip bomb is refused in 0.15 s with a traced peak of 56 MiB. Hostile but well-formed XML
+made of millions of tiny elements costs 0.5-2 microseconds an element in expat and the
+handlers, so up to several seconds for a 50 MB file.
 """
 
 from __future__ import annotations
@@ -290,7 +292,9 @@ def _parse_xml(data: memoryview, max_urls: int) -> Sitemap | SitemapError:
     parser.buffer_size = _CHUNK
     try:
         parser.Parse(data, True)
-    except expat.ExpatError:
+    except (expat.ExpatError, LookupError, ValueError):
+        # An encoding declaration expat does not know sends pyexpat to Python's codecs,
+        # which raise LookupError (no such text codec) or ValueError (multi-byte ones).
         return SitemapError.MALFORMED
     if reader.kind is None:
         return SitemapError.MALFORMED
@@ -302,7 +306,7 @@ def _parse_text(data: memoryview, max_urls: int) -> Sitemap:
     for match in _TEXT_URL.finditer(data):
         url = match[1]
         if len(url) <= MAX_FIELD_CHARS:
-            entries.append(SitemapEntry(url.decode("utf-8", "replace")))
+            entries.append(SitemapEntry(url.decode("utf-8", "replace").strip()))
             if len(entries) > max_urls:
                 raise _Refused(SitemapError.TOO_MANY_URLS)
     return Sitemap(SitemapKind.TEXT, tuple(entries))

@@ -274,6 +274,9 @@ class CommitBatch:
     listed: dict[int, Listed] = field(default_factory=dict)
     """Sitemap entries among ``new_urls``, by URL id: inserted with their kind and the
     sitemap's priority (a plain link is a page of the default priority)."""
+    inlinks: list[tuple[int, int]] = field(default_factory=list)
+    """In-link levels reached, (url id, level) (trawl.inlinks): a URL below its level
+    gains priority, and rank if it is queued."""
     lastmods: list[tuple[int, float]] = field(default_factory=list)
     """Sitemap change hints, (url id, lastmod): a page fetched before its lastmod is due
     at once."""
@@ -291,7 +294,7 @@ class CommitBatch:
     def __len__(self) -> int:
         return (
             len(self.outcomes) + len(self.new_urls) + len(self.hosts) + len(self.fenced)
-            + len(self.lastmods)
+            + len(self.lastmods) + len(self.inlinks)
         )  # fmt: skip
 
 

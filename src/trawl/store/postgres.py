@@ -30,6 +30,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from trawl.errors import StoreError
+from trawl.inlinks import LEVEL_STEP
 from trawl.neardup import Blocks
 from trawl.priority import DEFAULT_HORIZON, priority
 from trawl.resource import AsyncResource
@@ -312,11 +313,34 @@ WITH moved AS (
 )
 SELECT count(*) FROM moved
 """
+# In-link levels and sitemap lastmods touch URLs of any host, held by any worker: rows
+# another transaction has locked are skipped, never waited for (no lock order to keep,
+# so no deadlock); a hint skipped now comes again with the next links or sitemap read.
+_RAISE_INLINKS = f"""
+WITH l AS (
+    SELECT * FROM unnest(%s::bigint[], %s::smallint[]) AS l(id, level)
+), locked AS (
+    SELECT urls.id FROM urls JOIN l ON urls.id = l.id
+    WHERE urls.inlink_level < l.level FOR UPDATE OF urls SKIP LOCKED
+)
+UPDATE urls SET priority = LEAST(1.0, urls.priority + {LEVEL_STEP} * (l.level - urls.inlink_level)),
+    rank = urls.rank - CASE WHEN urls.state = {_QUEUED}
+        THEN {LEVEL_STEP} * (l.level - urls.inlink_level) * %s ELSE 0 END,
+    inlink_level = l.level
+FROM l JOIN locked ON locked.id = l.id
+WHERE urls.id = l.id
+"""
 _LASTMODS = """
+WITH l AS (
+    SELECT * FROM unnest(%s::bigint[], %s::float8[]) AS l(id, lastmod)
+), locked AS (
+    SELECT urls.id FROM urls JOIN l ON urls.id = l.id FOR UPDATE OF urls SKIP LOCKED
+)
 UPDATE urls SET lastmod = l.lastmod,
     due_at = CASE WHEN urls.fetched_at < l.lastmod
                   THEN LEAST(COALESCE(urls.due_at, %s), %s) ELSE urls.due_at END
-FROM unnest(%s::bigint[], %s::float8[]) AS l(id, lastmod) WHERE urls.id = l.id
+FROM l JOIN locked ON locked.id = l.id
+WHERE urls.id = l.id
 """
 _HOST_FIGURES = (
     "SELECT name, responses, response_seconds / GREATEST(responses, 1), blocked FROM hosts "
@@ -706,9 +730,12 @@ class PostgresStore(AsyncResource):
             if batch.new_urls:
                 inserted = await self._insert_urls(conn, batch)
             await self._update_hosts(conn, batch)
+            if batch.inlinks:
+                ids, levels = columns(batch.inlinks, 2)
+                await conn.execute(_RAISE_INLINKS, (ids, levels, self._horizon))
             if batch.lastmods:
                 ids, lastmods = columns(batch.lastmods, 2)
-                await conn.execute(_LASTMODS, (batch.at, batch.at, ids, lastmods))
+                await conn.execute(_LASTMODS, (ids, lastmods, batch.at, batch.at))
             await apply_content(conn, batch)
             if batch.releases:
                 rows = [(r.host_id, r.generation, r.next_eligible_at) for r in batch.releases]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from trawl.errors import StoreError
+from trawl.inlinks import LEVEL_STEP
 from trawl.neardup import Blocks
 from trawl.priority import DEFAULT_HORIZON, priority
 from trawl.resource import AsyncResource
@@ -559,6 +560,12 @@ _ADDRESS_FREE = (
 )
 """A host's address is not held by another worker (its parameters: worker, now)."""
 
+_RAISE_INLINKS = (
+    f"UPDATE urls SET priority = MIN(1.0, priority + {LEVEL_STEP} * (?1 - inlink_level)), "
+    f"rank = rank - CASE WHEN state = 0 THEN {LEVEL_STEP} * (?1 - inlink_level) * ?2 ELSE 0 END, "
+    "inlink_level = ?1 WHERE id = ?3 AND inlink_level < ?1"
+)
+"""A URL gains ``LEVEL_STEP`` of priority per in-link level it reached (trawl.inlinks)."""
 _INSERT_URL = (
     "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
@@ -702,6 +709,8 @@ def _apply(
             "THEN MIN(COALESCE(due_at, ?), ?) ELSE due_at END WHERE id = ?",
             [(lastmod, lastmod, batch.at, batch.at, uid) for uid, lastmod in batch.lastmods],
         )
+    if batch.inlinks:
+        db.executemany(_RAISE_INLINKS, [(level, horizon, uid) for uid, level in batch.inlinks])
     apply_content(db, batch)
     _release(db, batch.releases)
     _add_counters(db, counters)

@@ -1,0 +1,53 @@
+"""In-link counts for queue priority: popular URLs climb the queue.
+
+The committer shows every link candidate of a batch (new or already known) to an
+:class:`InlinkCounter` before the seen-set drops the known ones. It counts, per URL id,
+the pages that linked to it (a page's repeated hrefs were already folded into one by the
+URL filter), and reports a URL each time its count reaches a new power of two from 2 to
+``2 ** MAX_LEVEL``: its in-link *level*. The store raises the URL's priority by
+``LEVEL_STEP`` per level it gained (trawl.priority) and, if it is still queued, its rank
+with it; a level is stored with the URL, so a level reported twice (after the counts were
+forgotten) changes nothing.
+
+The counts live in a bounded dict that is emptied when full, so memory stays flat; a
+URL linked from many pages reaches its levels again soon after, while a rare link's
+count is lost. The levels are an estimate of popularity, which is all a queue order
+needs, and never touch what is crawled, only when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trawl.store.base import NewURL
+
+CAPACITY = 50_000
+"""URL ids whose counts are kept before the counts are forgotten."""
+MAX_LEVEL = 6
+"""The highest level: 64 in-links or more."""
+LEVEL_STEP = 0.05
+"""Priority a URL gains per level."""
+
+
+class InlinkCounter:
+    """Counts links per URL id and reports the levels reached."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self._capacity = capacity
+        self._counts: dict[int, int] = {}
+
+    def observe(self, candidates: Sequence[NewURL]) -> list[tuple[int, int]]:
+        """Count one in-link per candidate; return ``(url id, level)`` for each URL whose
+        count reached a power of two from 2 to ``2 ** MAX_LEVEL`` (its highest, once)."""
+        counts = self._counts
+        if len(counts) >= self._capacity:
+            counts.clear()
+        reached: dict[int, int] = {}
+        top = 1 << MAX_LEVEL
+        for candidate in candidates:
+            uid = candidate.id
+            n = counts.get(uid, 0) + 1
+            counts[uid] = n
+            if n > 1 and n <= top and not n & (n - 1):
+                reached[uid] = n.bit_length() - 1
+        return list(reached.items())
