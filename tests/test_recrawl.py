@@ -292,7 +292,7 @@ async def test_inlink_levels_raise_priority_once_and_rank_only_when_queued(
     await store.commit(
         CommitBatch(outcomes=[Outcome(claimed.id, b, State.DONE, 1, status=200, fetched_at=1.0)])
     )
-    ranks_before = dict(open_store.query("SELECT id, rank FROM urls"))
+    ranks_before: dict[int, float] = dict(open_store.query("SELECT id, rank FROM urls"))
     levels = [(popular.id, 2), (done.id, 3)]
     await store.commit(CommitBatch(inlinks=levels))
     await store.commit(CommitBatch(inlinks=[(popular.id, 1), (popular.id, 2)]))  # no change
