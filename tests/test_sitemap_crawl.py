@@ -74,6 +74,11 @@ def maps_site(port: int) -> Site:
     )
 
 
+def counters_of(data_dir: Path) -> dict[str, int]:
+    """Every stored counter of the crawl in ``data_dir``, by name."""
+    return dict(sqlite_query(data_dir, "SELECT name, value FROM counters"))
+
+
 def gets(server: SiteServer) -> Counter[tuple[str, str]]:
     return Counter((r.host, r.path) for r in server.requests if r.path != "/robots.txt")
 
@@ -163,9 +168,7 @@ async def test_oversized_and_hostile_sitemaps_are_refused_and_counted(
     fresh = outcome.summary.freshness
     assert fresh["sitemap_errors"] == 5
     assert fresh["sitemaps_read"] == 1  # good.xml; /sitemap.xml is a 404
-    counters: dict[str, int] = dict(
-        sqlite_query(outcome.data_dir, "SELECT name, value FROM counters")
-    )
+    counters = counters_of(outcome.data_dir)
     assert counters["sitemap_error:too_large"] == 2
     assert counters["sitemap_error:too_many_urls"] == 1
     assert counters["sitemap_error:dtd_forbidden"] == 2
@@ -173,3 +176,25 @@ async def test_oversized_and_hostile_sitemaps_are_refused_and_counted(
     assert not [path for _, path in requested if path.startswith(("/p", "/lol", "/root"))]
     assert not errors
     assert outcome.summary.discovered == 1 + 7 + 1  # home, the sitemaps, /ok
+
+
+def html_site(port: int) -> Site:
+    """A catch-all HTML page answering at the sitemap's address, labelled as XML."""
+    return Site.build(
+        port,
+        {
+            f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
+            f"http://{WWW}/sitemap.xml": Response(
+                body=b"<!DOCTYPE html><html><title>Not here</title></html>", content_type=XML
+            ),
+        },
+        seeds=[f"http://{WWW}/"],
+    )
+
+
+async def test_an_html_page_at_a_sitemap_address_is_not_a_sitemap(crawl: CrawlRunner) -> None:
+    with SiteServer(html_site) as server:
+        outcome = await crawl(server, soft_404=False, freshness=Freshness(sitemaps=True))
+    counters = counters_of(outcome.data_dir)
+    assert counters["sitemap_error:not_a_sitemap"] == 1
+    assert "sitemap_error:dtd_forbidden" not in counters

@@ -134,6 +134,7 @@ class Crawler:
             self._seeds, config.scope.mode, config.scope.include, config.scope.exclude
         )
         self._links = LinkFilter(self._scope, config.url_rules, config.limits.max_depth)
+        self._sitemap_links = LinkFilter(self._scope, config.url_rules, config.limits.max_depth)
         self._agent = agent_token(config.user_agent)
         self._robots = RobotsGate(store, fetcher, self._agent, config.url_rules)
         self._soft404 = Soft404Detector(store, fetcher, enabled=config.soft_404, rng=self._rng)
@@ -689,7 +690,7 @@ class Crawler:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and url.kind == Kind.SITEMAP:
             content_hash = hashlib.sha256(result.body).hexdigest()
-            read_sitemap(url.url, result.body, result.truncated, self._links, batch)
+            await asyncio.to_thread(read_sitemap, url.url, result, self._sitemap_links, batch)
         elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
             error = "soft_404"
             batch.count(error)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from trawl.fetcher import FetchResult
 from trawl.links import LinkFilter
+from trawl.parser import is_html
 from trawl.sitemaps import Sitemap, SitemapError, SitemapKind, parse_sitemap
 from trawl.store.base import CommitBatch, Kind, Listed
 from trawl.urls import resolve
@@ -43,13 +45,22 @@ def host_sitemaps(some_url: str, named: Iterable[str]) -> list[str]:
     return [*named, *([default] if default is not None else [])]
 
 
-def read_sitemap(
-    url: str, body: bytes, truncated: bool, links: LinkFilter, batch: CommitBatch
-) -> int:
+def read_sitemap(url: str, response: FetchResult, links: LinkFilter, batch: CommitBatch) -> int:
     """Turn a fetched sitemap into candidates in ``batch``; return how many it listed
-    (0 for a refused sitemap, which is counted by its reason). A ``truncated`` body,
-    cut at the protocol's size limit by the fetcher, is refused as too large."""
-    parsed = SitemapError.TOO_LARGE if truncated else parse_sitemap(body)
+    (0 for a refused sitemap, which is counted by its reason). A body the fetcher cut at
+    the protocol's size limit is refused as too large, an HTML page (a site's error or
+    catch-all page served at a sitemap's address, told by its first bytes whatever its
+    Content-Type says) as not a sitemap.
+
+    Runs on a worker thread (a 50,000-entry sitemap takes about a second of CPU), so
+    ``links`` must be a URL filter of its own: its verdict cache is the only state it
+    has, and two sitemaps read at once can only fill it with the same verdicts."""
+    if response.truncated:
+        parsed: Sitemap | SitemapError = SitemapError.TOO_LARGE
+    elif is_html(None, response.body[:512]):  # by its bytes: labels are often wrong
+        parsed = SitemapError.NOT_A_SITEMAP
+    else:
+        parsed = parse_sitemap(response.body)
     if not isinstance(parsed, Sitemap):
         batch.count("sitemap_errors")
         batch.count(f"sitemap_error:{parsed.value}")
