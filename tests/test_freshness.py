@@ -19,6 +19,7 @@ from conftest import CrawlRunner
 from pg import URL as PG_URL
 from pg import crawl_name
 from test_cli import Run, assert_one_error_line, trawl
+from test_content_crawl import read_text_output
 from test_store import sqlite_query
 from trawl.config import Freshness, Limits, RecrawlPass
 from trawl.inlinks import LEVEL_STEP
@@ -30,12 +31,15 @@ from trawl.testsite.changing import Changing
 __all__ = ["crawl_name"]
 
 HOST = "www.fresh.test"
-INDEX = b'<a href="/static">s</a> <a href="/often">o</a> <a href="/plain">p</a>'
+INDEX = (
+    b'<a href="/static">s</a> <a href="/often">o</a> <a href="/plain">p</a> <a href="/dated">d</a>'
+)
 
 
 def fresh_site(port: int) -> Site:
     """An index without validators, a page that never changes, one that changes every
-    0.3 s (both with validators), and a static page that sends no validators."""
+    0.3 s (both with validators), a static page that sends no validators, and one that
+    sends Last-Modified alone."""
     return Site.build(
         port,
         {
@@ -43,19 +47,21 @@ def fresh_site(port: int) -> Site:
             f"http://{HOST}/static": Changing(period=0),
             f"http://{HOST}/often": Changing(period=0.3),
             f"http://{HOST}/plain": Changing(period=0, conditional=False),
+            f"http://{HOST}/dated": Changing(period=0, etag=False),
         },
         seeds=[f"http://{HOST}/"],
     )
 
 
-def requests_of(server: SiteServer, since: int = 0) -> dict[str, list[tuple[int, str | None]]]:
-    """Per path, (status, If-None-Match sent) of each request after the first ``since``."""
-    seen: dict[str, list[tuple[int, str | None]]] = {}
+Answers = dict[str, list[tuple[int, str | None]]]
+
+
+def requests_of(server: SiteServer, since: int = 0, header: str = "If-None-Match") -> Answers:
+    """Per path, (status, ``header`` sent) of each request after the first ``since``."""
+    seen: Answers = {}
     for record in server.requests[since:]:
         if record.path != "/robots.txt":
-            seen.setdefault(record.path, []).append(
-                (record.status, record.headers.get("If-None-Match"))
-            )
+            seen.setdefault(record.path, []).append((record.status, record.headers.get(header)))
     return seen
 
 
@@ -68,32 +74,37 @@ async def test_a_recrawl_sends_validators_counts_304s_and_reports_only_changes(
 ) -> None:
     events = tmp_path / "events.jsonl"
     with SiteServer(fresh_site) as server:
-        first = await crawl(server, soft_404=False, events=events)
-        assert first.summary.fetched == 4
+        first = await crawl(server, soft_404=False, events=events, text=True)
+        assert first.summary.fetched == 5
+        texts = len(read_text_output(first.data_dir))
         assert [e["url"] for e in events_of(events)].count(server.site.url(HOST, "/often")) == 1
         before = len(server.requests)
         await asyncio.sleep(0.4)  # /often moves to its next version
         again = await crawl(
-            server, soft_404=False, events=events, data_dir=first.data_dir,
+            server, soft_404=False, events=events, data_dir=first.data_dir, text=True,
             freshness=Freshness(recrawl_pass=RecrawlPass.ALL),
         )  # fmt: skip
         second = requests_of(server, before)
+        dated = requests_of(server, before, "If-Modified-Since")["/dated"]
     assert second["/static"] == [(304, '"v0"')]
     assert second["/often"][0][0] == 200
     assert second["/often"][0][1] is not None  # it asked with the old ETag
     assert second["/plain"] == [(200, None)]  # no validators were given, none are sent
     assert second["/"] == [(200, None)]
+    assert dated == [(304, "Tue, 14 Nov 2023 22:13:20 GMT")]  # Last-Modified sent back
     fresh = again.summary.freshness
-    assert fresh["recrawls_queued"] == 4
-    assert fresh["recrawled"] == 4
-    assert fresh["not_modified"] == 1
+    assert fresh["recrawls_queued"] == 5
+    assert fresh["recrawled"] == 5
+    assert fresh["not_modified"] == 2
     assert fresh["recrawl_changed"] == 1
-    assert fresh["recrawl_unchanged"] == 3
-    # Unique counts do not move: the same four pages, fetched once each as new pages.
-    assert (again.summary.discovered, again.summary.fetched) == (4, 4)
+    assert fresh["recrawl_unchanged"] == 4
+    # Unique counts do not move: the same five pages, fetched once each as new pages.
+    assert (again.summary.discovered, again.summary.fetched) == (5, 5)
+    # Only the changed page went to the text output again.
+    assert len(read_text_output(again.data_dir)) == texts + 1
     assert again.rows[server.site.url(HOST, "/static")].status == 304
     # Only the changed page produced a second event, marked changed.
-    second_events = events_of(events)[4:]
+    second_events = events_of(events)[5:]
     assert [e["url"] for e in second_events] == [server.site.url(HOST, "/often")]
     assert second_events[0]["changed"] is True
 
@@ -124,7 +135,7 @@ async def test_a_continuous_crawl_revisits_a_changing_page_more_often(
     # The page that never changes is answered 304 after its first fetch.
     assert {status for status, _ in seen["/static"][1:]} == {304}
     assert outcome.summary.freshness["not_modified"] >= hits["/static"] - 1
-    assert outcome.summary.fetched == 4
+    assert outcome.summary.fetched == 5
 
 
 def summary_of(run: Run) -> dict[str, Any]:
@@ -145,15 +156,15 @@ def test_trawl_recrawl_runs_one_pass_over_what_is_due_or_all(
         first = summary_of(
             trawl("crawl", *server.site.seeds, "--delay", "0", "--no-soft-404", *local)
         )
-        assert first["fetched"] == 4
+        assert first["fetched"] == 5
         before = len(server.requests)
         due = summary_of(trawl("recrawl", *local))
         assert len(server.requests) == before  # nothing is due for a day
         every = summary_of(trawl("recrawl", "--all", *local))
     assert due["freshness"].get("recrawled", 0) == 0
-    assert every["freshness"]["recrawled"] == 4
-    assert every["freshness"]["not_modified"] == 1
-    assert (every["discovered"], every["fetched"]) == (4, 4)
+    assert every["freshness"]["recrawled"] == 5
+    assert every["freshness"]["not_modified"] == 2
+    assert (every["discovered"], every["fetched"]) == (5, 5)
 
 
 def test_bad_recrawl_bounds_are_one_error_line(tmp_path: Path) -> None:

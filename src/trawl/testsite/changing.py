@@ -2,7 +2,8 @@
 
 A `Changing` page is at version ``floor((now - started) / period)`` by the server's
 monotonic clock (always 0 with ``period`` 0: a page that never changes). Each version has
-its own body, ETag (``"v<version>"``) and Last-Modified. With ``conditional`` on, a
+its own body, ETag (``"v<version>"``; none with ``etag`` off) and Last-Modified. With
+``conditional`` on, a
 request whose If-None-Match names the current ETag, or (without If-None-Match) whose
 If-Modified-Since is the current Last-Modified or later, gets a 304 without a body, as
 RFC 9110 section 13.1 has it; with it off the page sends no validators and always
@@ -41,6 +42,8 @@ class Changing:
     period: float
     links: tuple[str, ...] = ()
     conditional: bool = True
+    etag: bool = True
+    """Send an ETag (off: Last-Modified alone, so only If-Modified-Since can match)."""
     started: float = field(default_factory=time.monotonic)
 
     def version(self) -> int:
@@ -56,9 +59,13 @@ class Changing:
         modified = float(EPOCH + version * max(self.period, 1.0))
         if not self.conditional:
             return Response(body=self._body(version))
-        validators = (("ETag", etag), ("Last-Modified", formatdate(modified, usegmt=True)))
+        validators: tuple[tuple[str, str], ...] = (
+            ("Last-Modified", formatdate(modified, usegmt=True)),
+        )
+        if self.etag:
+            validators += (("ETag", etag),)
         match = headers.get("If-None-Match")
-        if match is not None:
+        if match is not None and self.etag:
             fresh = etag in (tag.strip() for tag in match.split(","))
         else:
             fresh = _modified_since(headers.get("If-Modified-Since"), modified)
