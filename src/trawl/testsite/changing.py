@@ -3,11 +3,10 @@
 A `Changing` page is at version ``floor((now - started) / period)`` by the server's
 monotonic clock (always 0 with ``period`` 0: a page that never changes). Each version has
 its own body, ETag (``"v<version>"``; none with ``etag`` off) and Last-Modified. With
-``conditional`` on, a
-request whose If-None-Match names the current ETag, or (without If-None-Match) whose
-If-Modified-Since is the current Last-Modified or later, gets a 304 without a body, as
-RFC 9110 section 13.1 has it; with it off the page sends no validators and always
-answers 200.
+``conditional`` on, a request whose If-None-Match names the current ETag, or (without
+If-None-Match) whose If-Modified-Since is the current Last-Modified or later, gets a 304
+without a body, as RFC 9110 section 13.1 has it; with it off the page sends no
+validators and always answers 200.
 """
 
 from __future__ import annotations
