@@ -358,17 +358,18 @@ _WORKER_LOCAL = (
     "log_format", "log_level", "as_json", "progress",
 )  # fmt: skip
 """The options ``trawl worker`` takes: what belongs to the machine, not to the crawl."""
+_NEWEST = "Which crawl to join (default: the newest unfinished one)."
 
 
-def _worker_params(*, required: bool = True) -> list[click.Parameter]:
+def _worker_params(*, required: bool = True, which: str = _NEWEST) -> list[click.Parameter]:
     """The options of a command that joins a stored crawl: where it is (``--store``
-    ``required``, or else SQLite in the data dir) and the machine-local options."""
+    ``required``, or else SQLite in the data dir; ``which`` says what ``--crawl``
+    defaults to) and the machine-local options."""
     by_name = {param.name: param for param in crawl.params}
     return [
         click.Option(["--store"], metavar="DSN", required=required,
                      help="The PostgreSQL database of the crawl (postgresql://...)."),
-        click.Option(["--crawl"], metavar="NAME",
-                     help="Which crawl to join (default: the newest unfinished one)."),
+        click.Option(["--crawl"], metavar="NAME", help=which),
         *(by_name[name] for name in _WORKER_LOCAL),
     ]  # fmt: skip
 
@@ -390,7 +391,11 @@ def worker(**params: Any) -> None:
         sys.exit(130)
 
 
-@cli.command(params=_worker_params(required=False))
+@cli.command(
+    params=_worker_params(
+        required=False, which=f"Which crawl in the --store database (default: {DEFAULT_CRAWL})."
+    )
+)
 @click.option("--all", "every", is_flag=True,
               help="Recrawl every known page, whatever its due time.")  # fmt: skip
 def recrawl(every: bool, **params: Any) -> None:

@@ -11,9 +11,10 @@ the host's last results); the next owner inherits its politeness time. A host is
 leased again while its release is on its way.
 
 :meth:`Frontier.refill` tops up the held hosts' slots in batches: each gets a fair share
-of the free buffer space, claimed in one transaction, shallowest URLs first. The buffer
-never holds more than ``capacity`` URLs plus one batch, so memory stays flat however
-large the crawl grows.
+of the free buffer space, claimed in one transaction, lowest queue rank first
+(trawl.priority: high priority, without starving the rest). The buffer never holds more
+than ``capacity`` URLs plus one batch, so memory stays flat however large the crawl
+grows.
 """
 
 from __future__ import annotations
