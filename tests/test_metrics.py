@@ -44,6 +44,10 @@ REQUIRED = {
     "trawl_dns_cache_hits": "counter",
     "trawl_dns_cache_misses": "counter",
     "trawl_downloaded_bytes": "counter",
+    "trawl_recrawl": "counter",
+    "trawl_not_modified": "counter",
+    "trawl_recrawl_changed": "counter",
+    "trawl_sitemap_urls": "counter",
     "process_resident_memory_bytes": "gauge",
 }
 
@@ -135,20 +139,38 @@ def test_a_busy_metrics_port_is_one_error_line(tmp_path: Path) -> None:
     assert f"--metrics-port {port}" in assert_one_error_line(run)
 
 
-def test_failures_are_counted_by_reason_and_only_once_committed() -> None:
-    metrics = CrawlMetrics()
-    metrics.committed({"fetched": 3, "error:timeout": 2, "error:http_503": 1, "failed": 3})
-    metrics.committed({"error:timeout": 1, "discovered": 7, "retries": 0})
+def samples_of(metrics: CrawlMetrics) -> Samples:
+    """Every sample ``metrics`` would serve, read from its text exposition."""
     samples: Samples = {}
     for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def test_failures_are_counted_by_reason_and_only_once_committed() -> None:
+    metrics = CrawlMetrics()
+    metrics.committed({"fetched": 3, "error:timeout": 2, "error:http_503": 1, "failed": 3})
+    metrics.committed({"error:timeout": 1, "discovered": 7, "retries": 0})
+    samples = samples_of(metrics)
     assert labelled(samples, "trawl_fetch_failure_total", "reason") == {
         "timeout": 3,
         "http_503": 1,
     }
     assert value(samples, "trawl_fetch_success_total") == 3
     assert value(samples, "trawl_retry_total") == 0
+
+
+def test_recrawls_and_sitemaps_feed_their_own_counters() -> None:
+    metrics = CrawlMetrics()
+    metrics.committed({"fetched": 1, "recrawled": 5, "not_modified": 3, "recrawl_changed": 2})
+    metrics.committed({"sitemap_urls": 40, "recrawled": 1})
+    samples = samples_of(metrics)
+    assert value(samples, "trawl_fetch_success_total") == 1
+    assert value(samples, "trawl_recrawl_total") == 6
+    assert value(samples, "trawl_not_modified_total") == 3
+    assert value(samples, "trawl_recrawl_changed_total") == 2
+    assert value(samples, "trawl_sitemap_urls_total") == 40
 
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"

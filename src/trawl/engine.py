@@ -18,7 +18,6 @@ being extracted, waiting to commit, being claimed, or queued in the store.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import random
 import re
@@ -38,7 +37,7 @@ from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
 from trawl.parser import is_html
 from trawl.policy import POLICY_KEY, policy_json
-from trawl.recrawl import NOT_MODIFIED, revisit
+from trawl.recrawl import NOT_MODIFIED, body_hash, revisit
 from trawl.resolver import BlockedAddress
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import DISALLOW_ALL, agent_token
@@ -683,13 +682,14 @@ class Crawler:
         canonical: str | None = None
         error: str | None = None
         content_hash: str | None = None
+        change: int | None = None
         simhash: int | None = None
         if status == NOT_MODIFIED:
             batch.count("not_modified")
         elif 300 <= status < 400 and result.location:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and url.kind == Kind.SITEMAP:
-            content_hash = hashlib.sha256(result.body).hexdigest()
+            change = body_hash(result.body)
             await asyncio.to_thread(read_sitemap, url.url, result, self._sitemap_links, batch)
         elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
             error = "soft_404"
@@ -702,8 +702,9 @@ class Crawler:
             batch.new_urls.extend(found.links)
             for name, value in found.counters.items():
                 batch.count(name, value)
+            change = found.change_hash
             content_hash = found.content_hash
-            if self._config.content and not found.noindex and content_hash is not None:
+            if content_hash is not None:
                 simhash = found.text.simhash if found.text else None
                 batch.content.append(
                     FetchedContent(
@@ -713,10 +714,10 @@ class Crawler:
                 )  # fmt: skip
         elif status == 200:
             batch.count("not_parsed")
-            content_hash = hashlib.sha256(result.body).hexdigest()
+            change = body_hash(result.body)
         if result.truncated:
             batch.count("truncated")
-        fresh = revisit(self._config.freshness.recrawl, url, wall, status, content_hash)
+        fresh = revisit(self._config.freshness.recrawl, url, wall, status, change)
         if url.refetch:
             batch.count("recrawl_changed" if fresh.changed else "recrawl_unchanged")
         if status == NOT_MODIFIED:
@@ -732,7 +733,7 @@ class Crawler:
             redirect_to=redirect_to, error=error, truncated=result.truncated, canonical=canonical,
             content_hash=content_hash, simhash=simhash, storage=result.archived,
             elapsed=result.elapsed, etag=result.etag, last_modified=result.last_modified,
-            revisit_interval=fresh.interval, due_at=fresh.due_at,
+            revisit_interval=fresh.interval, due_at=fresh.due_at, change_hash=change,
         )  # fmt: skip
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:

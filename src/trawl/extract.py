@@ -30,6 +30,7 @@ from typing import Any, BinaryIO, Self
 from trawl.config import ScopeConfig
 from trawl.links import DEFAULT_MAX_DEPTH, LinkFilter
 from trawl.parser import content_charset, parse_html, robots_header
+from trawl.recrawl import body_hash, text_hash
 from trawl.resource import AsyncResource
 from trawl.scope import Scope
 from trawl.store.base import CommitBatch, NewURL
@@ -54,9 +55,10 @@ class ExtractSettings:
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """What one page yielded: its canonical URL, its link candidates, its counters, its
-    content hash (of the main text, or of the body when it has none) and, when content
-    is on and the page may be indexed, its main text."""
+    """What one page yielded: its canonical URL, its link candidates, its counters, when
+    content is on and the page may be indexed, its main text and content hash (of the
+    main text, or of the body when it has none), and always its change hash
+    (trawl.recrawl: of the main text when there is one, else of the body)."""
 
     canonical: str | None
     links: list[NewURL]
@@ -65,6 +67,7 @@ class Extracted:
     out_links: int = 0
     text: PageText | None = None
     content_hash: str | None = None
+    change_hash: int | None = None
 
 
 class Extractor:
@@ -103,20 +106,27 @@ class Extractor:
         batch = CommitBatch()
         noindex_header, nofollow_header = robots_header(robots_tags, s.agent)
         noindex = page.noindex or noindex_header
-        text = None
+        text = content_hash = None
         if noindex:
             batch.count("noindex_pages")
         elif s.content:
             text = extract_text(body, url, content_charset(content_type))
-        # Every page gets a content hash: a recrawl tells a change by it (trawl.recrawl).
-        content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
+            content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
+        change = text_hash(text.content_hash) if text else body_hash(body)
         if s.honour_nofollow and (page.nofollow or nofollow_header):
             batch.count("nofollow_pages")
-            return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash)
+            return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash, change)
         batch.count("nofollow_links", page.nofollow_links)
         links = self._links.page_links(page.links, base, depth, batch)
         return Extracted(
-            canonical, links, batch.counters, noindex, len(page.links), text, content_hash
+            canonical,
+            links,
+            batch.counters,
+            noindex,
+            len(page.links),
+            text,
+            content_hash,
+            change,
         )
 
 
@@ -128,6 +138,7 @@ Answer = tuple[
     int,
     PageText | None,
     str | None,
+    int | None,
 ]
 """An :class:`Extracted` as it crosses the pipe: its fields in order, the links as plain
 tuples."""
@@ -139,13 +150,13 @@ _new_url = functools.partial(tuple.__new__, NewURL)
 def _answer(found: Extracted) -> Answer:
     links = [link[:] for link in found.links]
     return (found.canonical, links, found.counters, found.noindex, found.out_links,
-            found.text, found.content_hash)  # fmt: skip
+            found.text, found.content_hash, found.change_hash)  # fmt: skip
 
 
 def _extracted(answer: Answer) -> Extracted:
-    canonical, links, counters, noindex, out_links, text, content_hash = answer
+    canonical, links, counters, noindex, out_links, text, content_hash, change = answer
     return Extracted(canonical, list(map(_new_url, links)), counters, noindex, out_links,
-                     text, content_hash)  # fmt: skip
+                     text, content_hash, change)  # fmt: skip
 
 
 MAX_AUTO_WORKERS = 2

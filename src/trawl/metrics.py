@@ -38,6 +38,10 @@ _COUNTED = {
     "redirects": "redirect",
     "robots_blocked": "robots_blocked",
     "duplicates": "duplicate_urls",
+    "recrawled": "recrawl",
+    "not_modified": "not_modified",
+    "recrawl_changed": "recrawl_changed",
+    "sitemap_urls": "sitemap_urls",
 }
 
 
@@ -109,7 +113,11 @@ class CrawlMetrics:
         self.registry = CollectorRegistry()
         self._hosts: Tally[str] = Tally()
         counters = {
-            "fetch_success": "Pages fetched (any HTTP answer)",
+            "fetch_success": "Pages fetched for the first time (any HTTP answer)",
+            "recrawl": "Fetches of pages fetched before",
+            "not_modified": "Recrawls answered 304 Not Modified",
+            "recrawl_changed": "Recrawls that found the page changed",
+            "sitemap_urls": "URLs listed by the sitemaps read",
             "retry": "Fetches scheduled again after a retryable failure",
             "redirect": "Redirect answers",
             "robots_blocked": "URLs robots.txt kept from being fetched",

@@ -20,6 +20,7 @@ injected clock (tests/test_recrawl.py).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from trawl.errors import UsageError
@@ -62,6 +63,18 @@ class RecrawlPolicy:
         return fetched_at + min(self.maximum, max(self.minimum, scaled))
 
 
+def body_hash(body: bytes) -> int:
+    """A page's change hash from its body: 64 bits of BLAKE2b, signed (a BIGINT)."""
+    return int.from_bytes(hashlib.blake2b(body, digest_size=8).digest(), "big", signed=True)
+
+
+def text_hash(content_hash: str) -> int:
+    """A page's change hash from the hex content hash of its main text (trawl.text):
+    its first 64 bits, signed. Boilerplate that changes at every visit (a date, a visit
+    counter) then does not count as a change."""
+    return int.from_bytes(bytes.fromhex(content_hash[:16]), "big", signed=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Revisit:
     """What one answered fetch means for the page's freshness."""
@@ -76,19 +89,20 @@ def revisit(
     url: QueuedURL,
     fetched_at: float,
     status: int,
-    content_hash: str | None,
+    change_hash: int | None,
 ) -> Revisit:
     """Decide whether the page changed since its last fetch and when it is due again.
 
-    A 304 is unchanged. A 200 changed when its content hash differs from the stored one;
-    any other answer changed when its status did. A first fetch counts as changed.
+    A 304 is unchanged. A 200 changed when its change hash (:func:`body_hash`, or
+    :func:`text_hash` of its main text) differs from the stored one; any other answer
+    changed when its status did. A first fetch counts as changed.
     """
     if not url.refetch:
         changed = True
     elif status == NOT_MODIFIED:
         changed = False
-    elif status == 200 and content_hash is not None and url.content_hash is not None:
-        changed = content_hash != url.content_hash
+    elif status == 200 and change_hash is not None and url.change_hash is not None:
+        changed = change_hash != url.change_hash
     else:
         changed = status != url.status
     interval = policy.interval(url.revisit_interval if url.refetch else None, changed)

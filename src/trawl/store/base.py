@@ -83,7 +83,7 @@ class NewURL(NamedTuple):
 
 CLAIM_COLUMNS = (
     "id, url, host_id, depth, redirect_hops, attempts, origin, kind, priority, fetched_at, "
-    "status, etag, last_modified, content_hash, revisit_interval"
+    "status, etag, last_modified, change_hash, revisit_interval"
 )
 """The ``urls`` columns a claim returns, in :class:`QueuedURL` field order."""
 
@@ -107,7 +107,7 @@ class Listed(NamedTuple):
 class QueuedURL:
     """A URL claimed from the frontier, to be fetched, with what its last fetch left
     (all None for a URL never fetched): the validators for a conditional request, the
-    content hash and status to tell a change, and the revisit interval."""
+    change hash and status to tell a change (trawl.recrawl), and the revisit interval."""
 
     id: int
     url: str
@@ -122,7 +122,7 @@ class QueuedURL:
     status: int | None = None
     etag: str | None = None
     last_modified: str | None = None
-    content_hash: str | None = None
+    change_hash: int | None = None
     revisit_interval: float | None = None
 
     @property
@@ -163,6 +163,8 @@ class Outcome:
     revisit_interval: float | None = None
     due_at: float | None = None
     """The page's revisit interval and when it is due again (trawl.recrawl)."""
+    change_hash: int | None = None
+    """What tells a change at the next fetch (trawl.recrawl; None: keep the stored)."""
 
     def alias_of(self) -> int | None:
         """The id of the URL the page's canonical link names, unless it names the page."""

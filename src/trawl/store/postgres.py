@@ -270,14 +270,15 @@ UPDATE urls SET state = o.state, attempts = o.attempts, status = o.status,
     etag = COALESCE(o.etag, urls.etag),
     last_modified = COALESCE(o.last_modified, urls.last_modified),
     revisit_interval = COALESCE(o.revisit_interval, urls.revisit_interval),
-    due_at = COALESCE(o.due_at, urls.due_at)
+    due_at = COALESCE(o.due_at, urls.due_at),
+    change_hash = COALESCE(o.change_hash, urls.change_hash)
 FROM unnest(%s::bigint[], %s::smallint[], %s::smallint[], %s::smallint[], %s::text[],
             %s::bigint[], %s::float8[], %s::text[], %s::text[], %s::smallint[], %s::float8[],
             %s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::text[],
-            %s::float8[], %s::float8[])
+            %s::float8[], %s::float8[], %s::bigint[])
     AS o(id, state, attempts, status, content_type, length, fetched_at, redirect_to, error,
          truncated, next_fetch_at, canonical, alias_of, content_hash, simhash, etag,
-         last_modified, revisit_interval, due_at)
+         last_modified, revisit_interval, due_at, change_hash)
 WHERE urls.id = o.id
 """
 _ANSWER_HOSTS = (
@@ -775,11 +776,11 @@ class PostgresStore(AsyncResource):
                 o.url_id, o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                 o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
                 o.alias_of(), o.content_hash, o.simhash, o.etag, o.last_modified,
-                o.revisit_interval, o.due_at,
+                o.revisit_interval, o.due_at, o.change_hash,
             )
             for o in latest.values()
         ]  # fmt: skip
-        await conn.execute(_ANSWER, columns(rows, 19))
+        await conn.execute(_ANSWER, columns(rows, 20))
         tallies = [(host, *tally) for host, tally in host_tallies(outcomes).items()]
         await conn.execute(_ANSWER_HOSTS, columns(tallies, 7))
 

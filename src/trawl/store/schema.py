@@ -35,8 +35,9 @@ partial index now orders each host's QUEUED rows by rank instead of depth; rows 
 before it keep their depth as rank, so they come first), the response's validators
 (``etag``, ``last_modified``) for conditional requests, the page's ``revisit_interval``
 and ``due_at`` (when it is due again; a partial index over DONE rows finds the due
-ones), ``lastmod``, the latest change time a sitemap gave, and ``inlink_level``, the
-in-link level its priority includes (trawl.inlinks). Pages fetched before it
+ones), ``lastmod``, the latest change time a sitemap gave, ``inlink_level``, the
+in-link level its priority includes (trawl.inlinks), and ``change_hash``, which tells
+whether the next fetch found the page changed. Pages fetched before it
 are due one initial interval (a day) after their fetch.
 """
 
@@ -153,6 +154,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE urls ADD COLUMN due_at DOUBLE PRECISION",
         "ALTER TABLE urls ADD COLUMN lastmod DOUBLE PRECISION",
         "ALTER TABLE urls ADD COLUMN inlink_level SMALLINT NOT NULL DEFAULT 0",
+        "ALTER TABLE urls ADD COLUMN change_hash BIGINT",
         "UPDATE urls SET rank = depth WHERE state = 0",
         """UPDATE urls SET revisit_interval = 86400, due_at = fetched_at + 86400
             WHERE state = 2 AND fetched_at IS NOT NULL""",

@@ -632,14 +632,14 @@ def _apply(
             "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM urls WHERE id = ?), "
             "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash), "
             "etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified), "
-            "revisit_interval = COALESCE(?, revisit_interval), due_at = COALESCE(?, due_at) "
-            "WHERE id = ?",
+            "revisit_interval = COALESCE(?, revisit_interval), due_at = COALESCE(?, due_at), "
+            "change_hash = COALESCE(?, change_hash) WHERE id = ?",
             [
                 (
                     o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                     o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
                     o.alias_of(), o.content_hash, o.simhash, o.etag, o.last_modified,
-                    o.revisit_interval, o.due_at, o.url_id,
+                    o.revisit_interval, o.due_at, o.change_hash, o.url_id,
                 )
                 for o in batch.outcomes
             ],
