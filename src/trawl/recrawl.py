@@ -64,8 +64,10 @@ class RecrawlPolicy:
 
 
 def body_hash(body: bytes) -> int:
-    """A page's change hash from its body: 64 bits of BLAKE2b, signed (a BIGINT)."""
-    return int.from_bytes(hashlib.blake2b(body, digest_size=8).digest(), "big", signed=True)
+    """A page's change hash from its body: the first 64 bits of its SHA-1, signed (a
+    BIGINT). SHA-1 because the CPU computes it (13 us for 20 KB here, against 28 us for
+    BLAKE2b and 17 us for SHA-256); a change detector needs no collision resistance."""
+    return int.from_bytes(hashlib.sha1(body).digest()[:8], "big", signed=True)
 
 
 def text_hash(content_hash: str) -> int:
