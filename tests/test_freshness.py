@@ -22,8 +22,7 @@ from test_cli import Run, assert_one_error_line, trawl
 from test_content_crawl import read_text_output
 from test_store import sqlite_query
 from trawl.config import Freshness, Limits, RecrawlPass
-from trawl.inlinks import LEVEL_STEP
-from trawl.priority import priority
+from trawl.priority import LEVEL_STEP, priority
 from trawl.recrawl import RecrawlPolicy
 from trawl.testsite import Response, Site, SiteServer, generate_site
 from trawl.testsite.changing import Changing

@@ -11,8 +11,8 @@ import pytest
 
 from test_store import Engine, OpenStore, insert, open_store, pg_schema, store, url
 from trawl.errors import UsageError
-from trawl.inlinks import LEVEL_STEP, MAX_LEVEL, InlinkCounter
-from trawl.priority import DEFAULT_HORIZON, priority, rank
+from trawl.inlinks import InlinkCounter
+from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, MAX_LEVEL, priority, rank
 from trawl.recrawl import RecrawlPolicy, revisit
 from trawl.store.base import CommitBatch, Kind, Listed, Outcome, QueuedURL, State
 

@@ -5,9 +5,9 @@ The committer shows every link candidate of a batch (new or already known) to an
 the pages that linked to it (a page's repeated hrefs were already folded into one by the
 URL filter), and reports a URL each time its count reaches a new power of two from 2 to
 ``2 ** MAX_LEVEL``: its in-link *level*. The store raises the URL's priority by
-``LEVEL_STEP`` per level it gained (trawl.priority) and, if it is still queued, its rank
-with it; a level is stored with the URL, so a level reported twice (after the counts were
-forgotten) changes nothing.
+``LEVEL_STEP`` per level it gained (both in trawl.priority) and, if it is still queued,
+its rank with it; a level is stored with the URL, so a level reported twice (after the
+counts were forgotten) changes nothing.
 
 The counts live in a bounded dict that is emptied when full, so memory stays flat; a
 URL linked from many pages reaches its levels again soon after, while a rare link's
@@ -19,14 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from trawl.priority import MAX_LEVEL
 from trawl.store.base import NewURL
 
 CAPACITY = 50_000
 """URL ids whose counts are kept before the counts are forgotten."""
-MAX_LEVEL = 6
-"""The highest level: 64 in-links or more."""
-LEVEL_STEP = 0.05
-"""Priority a URL gains per level."""
 
 
 class InlinkCounter:
@@ -45,9 +42,8 @@ class InlinkCounter:
         reached: dict[int, int] = {}
         top = 1 << MAX_LEVEL
         for candidate in candidates:
-            uid = candidate.id
-            n = counts.get(uid, 0) + 1
-            counts[uid] = n
-            if n > 1 and n <= top and not n & (n - 1):
+            uid = candidate[0]
+            counts[uid] = n = counts.get(uid, 0) + 1
+            if not n & (n - 1) and 1 < n <= top:
                 reached[uid] = n.bit_length() - 1
         return list(reached.items())

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from trawl.errors import StoreError
-from trawl.inlinks import LEVEL_STEP
 from trawl.neardup import Blocks
-from trawl.priority import DEFAULT_HORIZON, priority
+from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
     CLAIM_COLUMNS,
