@@ -183,3 +183,21 @@ async def test_pages_linked_from_many_pages_gain_priority(crawl: CrawlRunner) ->
     assert max(level for _, _, level in raised) >= 3
     for depth, value, level in raised:
         assert value == pytest.approx(min(1.0, priority(depth) + level * LEVEL_STEP))
+
+
+async def test_a_crawl_that_spent_its_page_budget_can_still_be_recrawled(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(fresh_site) as server:
+        budget = Limits(max_pages=3)
+        first = await crawl(
+            server, soft_404=False, limits=budget, concurrency=1,
+            expect_state="page budget reached",
+        )  # fmt: skip
+        assert first.summary.fetched == 3
+        again = await crawl(
+            server, soft_404=False, limits=budget, concurrency=1, data_dir=first.data_dir,
+            freshness=Freshness(recrawl_pass=RecrawlPass.ALL),
+        )  # fmt: skip
+    assert again.summary.freshness["recrawled"] == 3
+    assert again.summary.fetched == 5  # the two URLs left queued are fetched in the pass

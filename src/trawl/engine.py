@@ -267,7 +267,9 @@ class Crawler:
         if limits.max_time is not None and self._clock() - self._started >= limits.max_time:
             self._state = "time budget reached"
             return False
-        if limits.max_pages is not None:
+        # --max-pages counts pages, not recrawls of them, and bounds crawls, not a recrawl
+        # pass (what is due bounds that, and the per-host budgets).
+        if limits.max_pages is not None and self._config.freshness.recrawl_pass is None:
             done = self._fetched_at_start + self._dispatched
             if done >= limits.max_pages:
                 self._state = "page budget reached"
@@ -355,7 +357,8 @@ class Crawler:
             self._scheduler.requeue(slot)
             return
         self._scheduler.started(slot)
-        self._dispatched += 1
+        if not url.refetch:
+            self._dispatched += 1
         self._spawn(group, slot, self._page_job(slot, url, fence))
 
     @staticmethod
