@@ -5,6 +5,7 @@ starvation) on both engines."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -132,6 +133,17 @@ async def claim_all(store: Engine, host_id: int, now: float) -> list[QueuedURL]:
     return list(await store.claim({host_id: 1000}, now=now))
 
 
+async def answer(
+    store: Engine, claimed: Sequence[QueuedURL], *, fetched_at: float, due_at: float
+) -> None:
+    """Commit a 200 for each claimed URL, fetched at ``fetched_at`` and due at ``due_at``."""
+    outcomes = [
+        Outcome(u.id, u.host_id, State.DONE, 1, status=200, fetched_at=fetched_at, due_at=due_at)
+        for u in claimed
+    ]
+    await store.commit(CommitBatch(outcomes=outcomes))
+
+
 async def host_of(store: Engine, name: str) -> int:
     return (await store.host_ids([name]))[name]
 
@@ -221,14 +233,7 @@ async def test_requeue_keeps_the_host_counts_exact(open_store: OpenStore) -> Non
         await insert(store, *(url("a.test", n) for n in range(3)))
         host = await host_of(store, "a.test")
         claimed = await claim_all(store, host, 0.0)
-        await store.commit(
-            CommitBatch(
-                outcomes=[
-                    Outcome(u.id, host, State.DONE, 1, status=200, fetched_at=1.0, due_at=5.0)
-                    for u in claimed
-                ]
-            )
-        )
+        await answer(store, claimed, fetched_at=1.0, due_at=5.0)
         # The page budget is used up; the due pages come back under it, not past it.
         assert await store.requeue_due(now=10.0, limit=2) == 2
         assert open_store.query("SELECT queued, fetched FROM hosts") == [(2, 1)]
@@ -244,14 +249,7 @@ async def test_a_sitemap_lastmod_makes_a_fetched_page_due_at_once(
     await insert(store, page, other)
     host = await host_of(store, "a.test")
     claimed = await claim_all(store, host, 0.0)
-    await store.commit(
-        CommitBatch(
-            outcomes=[
-                Outcome(u.id, host, State.DONE, 1, status=200, fetched_at=100.0, due_at=9000.0)
-                for u in claimed
-            ]
-        )
-    )
+    await answer(store, claimed, fetched_at=100.0, due_at=9000.0)
     # Changed after the fetch, so due now; the other's lastmod is older than its fetch.
     await store.commit(CommitBatch(lastmods=[(page.id, 150.0), (other.id, 50.0)], at=200.0))
     assert await store.requeue_due(now=200.0, limit=10) == 1

@@ -450,6 +450,16 @@ def test_max_bytes_applies_to_the_compressed_body_too() -> None:
     assert parse_sitemap(body, max_bytes=len(body) - 1) is SitemapError.TOO_LARGE
 
 
+def parsed_with_peak(body: bytes) -> tuple[Sitemap | SitemapError, int]:
+    """``parse_sitemap(body)`` and the peak of memory Python allocated meanwhile."""
+    tracemalloc.start()
+    try:
+        result = parse_sitemap(body)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize(
     ("head", "filler"),
     [
@@ -462,12 +472,7 @@ def test_max_bytes_applies_to_the_compressed_body_too() -> None:
 def test_gzip_bomb_is_refused_within_bounded_memory(head: bytes, filler: bytes) -> None:
     bomb = _gzip_stream(head, filler, 200 << 20)
     assert len(bomb) < 1 << 20
-    tracemalloc.start()
-    try:
-        result = parse_sitemap(bomb)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    result, peak = parsed_with_peak(bomb)
     print(f"200 MB bomb: {result}, peak {peak / 2**20:.1f} MiB traced")
     assert result is SitemapError.TOO_LARGE
     assert peak < 100 << 20
@@ -601,12 +606,7 @@ def test_encoding_expat_cannot_use_is_malformed(encoding: str) -> None:
 
 def test_nesting_deeper_than_any_sitemap_is_refused_at_once() -> None:
     body = b"<urlset>" + b"<a>" * 1_000_000 + b"</a>" * 1_000_000 + b"</urlset>"
-    tracemalloc.start()
-    try:
-        result = parse_sitemap(body)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    result, peak = parsed_with_peak(body)
     assert result is SitemapError.MALFORMED
     assert peak < 10 << 20
     nested = b"<urlset><url><loc>https://www.example.com/a</loc>" + b"<x>" * 20 + b"</x>" * 20
