@@ -24,6 +24,7 @@ from test_store import sqlite_query
 from trawl.config import Freshness, Limits, RecrawlPass
 from trawl.priority import LEVEL_STEP, priority
 from trawl.recrawl import RecrawlPolicy
+from trawl.store.base import State
 from trawl.testsite import Response, Site, SiteServer, generate_site
 from trawl.testsite.changing import Changing
 
@@ -201,3 +202,37 @@ async def test_a_crawl_that_spent_its_page_budget_can_still_be_recrawled(
         )  # fmt: skip
     assert again.summary.freshness["recrawled"] == 3
     assert again.summary.fetched == 5  # the two URLs left queued are fetched in the pass
+
+
+def flaky_site(port: int) -> Site:
+    """A page that fails three times before it answers, and one that answers, then fails
+    three times, then answers again."""
+    error = Response(status=500, body=b"down")
+    page = Response(body=b"<!doctype html><title>up</title>")
+    return Site.build(
+        port,
+        {
+            f"http://{HOST}/": Response(body=b'<a href="/flaky">f</a> <a href="/sick">s</a>'),
+            f"http://{HOST}/flaky": [error, error, error, page],
+            f"http://{HOST}/sick": [page, error, error, error, page],
+        },
+        seeds=[f"http://{HOST}/"],
+    )
+
+
+async def test_failed_urls_come_back_and_count_as_fetched_once(crawl: CrawlRunner) -> None:
+    every = Freshness(recrawl_pass=RecrawlPass.ALL)
+    with SiteServer(flaky_site) as server:
+        first = await crawl(server, soft_404=False)
+        assert first.summary.fetched == 2  # /flaky failed for good
+        second = await crawl(server, soft_404=False, data_dir=first.data_dir, freshness=every)
+        third = await crawl(server, soft_404=False, data_dir=first.data_dir, freshness=every)
+    flaky, sick = server.site.url(HOST, "/flaky"), server.site.url(HOST, "/sick")
+    # Its first answer makes /flaky a fetched page; /sick failing on its recrawl keeps its
+    # interval and comes back as a recrawl, not as a new page.
+    assert (second.summary.fetched, second.summary.freshness["recrawled"]) == (3, 1)
+    assert second.rows[sick].state == State.FAILED
+    assert (third.summary.fetched, third.summary.freshness["recrawled"]) == (3, 4)
+    assert third.rows[sick].state == third.rows[flaky].state == State.DONE
+    undue = sqlite_query(third.data_dir, "SELECT url FROM urls WHERE due_at IS NULL")
+    assert undue == []

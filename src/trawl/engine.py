@@ -37,7 +37,7 @@ from trawl.hosts import Clock, HostScheduler, HostSlot
 from trawl.links import LinkFilter
 from trawl.parser import is_html
 from trawl.policy import POLICY_KEY, policy_json
-from trawl.recrawl import NOT_MODIFIED, body_hash, revisit
+from trawl.recrawl import NOT_MODIFIED, body_hash, failed_due, revisit
 from trawl.resolver import BlockedAddress
 from trawl.retry import parse_retry_after, retry_delay
 from trawl.robots import DISALLOW_ALL, agent_token
@@ -650,6 +650,7 @@ class Crawler:
                 Outcome(
                     url.id, url.host_id, State.FAILED, attempts, status=result.status,
                     fetched_at=wall, error=error, storage=result.archived, elapsed=result.elapsed,
+                    due_at=failed_due(self._config.freshness.recrawl, url, wall),
                 )
             )  # fmt: skip
             batch.count("failed")

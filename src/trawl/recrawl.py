@@ -5,7 +5,7 @@ to what the fetch found:
 
 - the first fetch of a page starts it at ``RecrawlPolicy.initial``;
 - a fetch that found the page changed halves the interval, down to ``minimum``;
-- a fetch that found it unchanged (a 304, or the same content hash) grows it 1.5 times,
+- a fetch that found it unchanged (a 304, or the same change hash) grows it 1.5 times,
   up to ``maximum``.
 
 A page that changes at every visit so converges on the minimum, one that never changes on
@@ -13,6 +13,10 @@ the maximum. The due time is the fetch time plus the interval scaled by the page
 importance (trawl.priority): a page of priority 1 comes back after half its interval, a
 page of priority 0 after one and a half, always within [minimum, maximum]. A sitemap's
 ``lastmod`` later than the last fetch makes the page due at once (the store applies it).
+
+A URL whose fetch failed for good (after its retries) is due again after its interval
+too (the initial one if it was never answered), which the failure leaves as it was; only
+an answer gives a URL an interval, so a URL counts as fetched once, when first answered.
 
 Everything here is pure arithmetic on times passed in, so the maths is tested with an
 injected clock (tests/test_recrawl.py).
@@ -61,6 +65,13 @@ class RecrawlPolicy:
         ``1.5 - priority`` (important pages sooner), kept within the bounds."""
         scaled = interval * (1.5 - min(1.0, max(0.0, priority)))
         return fetched_at + min(self.maximum, max(self.minimum, scaled))
+
+
+def failed_due(policy: RecrawlPolicy, url: QueuedURL, failed_at: float) -> float:
+    """When a URL whose fetch failed for good is tried again: after its revisit interval
+    (the initial one if it was never answered), as if it had not changed."""
+    interval = policy.initial if url.revisit_interval is None else url.revisit_interval
+    return policy.due(failed_at, interval, url.priority)
 
 
 def body_hash(body: bytes) -> int:

@@ -127,8 +127,9 @@ class QueuedURL:
 
     @property
     def refetch(self) -> bool:
-        """Whether the URL was fetched before (this fetch is a recrawl)."""
-        return self.fetched_at is not None
+        """Whether the URL was answered before (this fetch is a recrawl): only an answer
+        gives it a revisit interval, a failure does not."""
+        return self.revisit_interval is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,14 +548,14 @@ class Store(Protocol):
         ...
 
     async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
-        """Queue again up to ``limit`` DONE pages due for a recrawl by ``now``, most
-        overdue first, each ranked by its due time and priority; with ``every``, every
-        answered page (DONE or FAILED) whatever its due time. Returns how many. The
+        """Queue again up to ``limit`` DONE or FAILED URLs due for a recrawl by ``now``,
+        most overdue first, each ranked by its due time and priority; with ``every``,
+        all of them whatever their due time. Returns how many. The
         pages leave their hosts' answered counts, so the page budget still holds."""
         ...
 
     async def next_due(self) -> float | None:
-        """The earliest due time of a DONE page (None: no page is waiting for one)."""
+        """The earliest due time of a DONE or FAILED URL (None: none is waiting)."""
         ...
 
     async def robots(self, host_id: int) -> RobotsRecord | None:

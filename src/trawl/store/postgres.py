@@ -260,7 +260,8 @@ SELECT {CLAIM_COLUMNS}, rank FROM taken
 """
 _ANSWER = """
 UPDATE urls SET state = o.state, attempts = o.attempts, status = o.status,
-    content_type = o.content_type, length = o.length, fetched_at = o.fetched_at,
+    content_type = o.content_type, length = o.length,
+    fetched_at = COALESCE(o.fetched_at, urls.fetched_at),
     redirect_to = o.redirect_to, error = o.error, truncated = o.truncated,
     next_fetch_at = o.next_fetch_at, canonical = o.canonical,
     alias_of = (SELECT a.id FROM urls AS a WHERE a.id = o.alias_of),
@@ -292,7 +293,8 @@ _ANSWER_HOSTS = (
 # Answered pages queued again for a recrawl (their hosts locked first, in id order),
 # ranked by their due time (now at the latest) and priority.
 _DUE = (
-    f"SELECT id, host_id FROM urls WHERE state = {_DONE} AND due_at <= %s ORDER BY due_at LIMIT %s"
+    f"SELECT id, host_id FROM urls WHERE state IN ({_DONE}, {_FAILED}) AND due_at <= %s "
+    "ORDER BY due_at LIMIT %s"
 )
 _ANSWERED = (
     f"SELECT id, host_id FROM urls WHERE state IN ({_DONE}, {_FAILED}) AND id >= %s "
@@ -855,7 +857,9 @@ class PostgresStore(AsyncResource):
 
     async def next_due(self) -> float | None:
         async with self._connection() as conn:
-            cursor = await conn.execute(f"SELECT min(due_at) FROM urls WHERE state = {_DONE}")
+            cursor = await conn.execute(
+                f"SELECT min(due_at) FROM urls WHERE state IN ({_DONE}, {_FAILED})"
+            )
             row = await cursor.fetchone()
         return None if row is None or row[0] is None else float(row[0])
 

@@ -34,8 +34,8 @@ Migration 6 is for freshness (trawl.recrawl, trawl.priority, trawl.sitemaps): a 
 partial index now orders each host's QUEUED rows by rank instead of depth; rows queued
 before it keep their depth as rank, so they come first), the response's validators
 (``etag``, ``last_modified``) for conditional requests, the page's ``revisit_interval``
-and ``due_at`` (when it is due again; a partial index over DONE rows finds the due
-ones), ``lastmod``, the latest change time a sitemap gave, ``inlink_level``, the
+and ``due_at`` (when it is due again; a partial index over DONE and FAILED rows finds
+the due ones), ``lastmod``, the latest change time a sitemap gave, ``inlink_level``, the
 in-link level its priority includes (trawl.inlinks), and ``change_hash``, which tells
 whether the next fetch found the page changed. Pages fetched before it
 are due one initial interval (a day) after their fetch.
@@ -161,7 +161,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP INDEX IF EXISTS urls_queue",
         """CREATE INDEX IF NOT EXISTS urls_ready
             ON urls (host_id, rank, id) WHERE state = 0""",
-        "CREATE INDEX IF NOT EXISTS urls_due ON urls (due_at) WHERE state = 2",
+        "CREATE INDEX IF NOT EXISTS urls_due ON urls (due_at) WHERE state IN (2, 3)",
     ),
 )
 

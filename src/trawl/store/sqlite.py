@@ -347,7 +347,7 @@ class SQLiteStore(AsyncResource):
             picked = (
                 "state IN (2, 3)"
                 if every
-                else "id IN (SELECT id FROM urls WHERE state = 2 AND due_at <= :now "
+                else "id IN (SELECT id FROM urls WHERE state IN (2, 3) AND due_at <= :now "
                 "ORDER BY due_at LIMIT :limit)"
             )
             hosts = db.execute(
@@ -370,9 +370,7 @@ class SQLiteStore(AsyncResource):
 
     async def next_due(self) -> float | None:
         def work() -> float | None:
-            row = self._db.execute(
-                "SELECT MIN(due_at) FROM urls WHERE state = ?", (State.DONE,)
-            ).fetchone()
+            row = self._db.execute("SELECT MIN(due_at) FROM urls WHERE state IN (2, 3)").fetchone()
             return None if row[0] is None else float(row[0])
 
         return await self._run(work)
@@ -627,7 +625,8 @@ def _apply(
     if batch.outcomes:
         db.executemany(
             "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
-            "length = ?, fetched_at = ?, redirect_to = ?, error = ?, truncated = ?, "
+            "length = ?, fetched_at = COALESCE(?, fetched_at), redirect_to = ?, error = ?, "
+            "truncated = ?, "
             "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM urls WHERE id = ?), "
             "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash), "
             "etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified), "
