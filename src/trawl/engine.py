@@ -404,8 +404,8 @@ class Crawler:
             if await self._frontier.refill():
                 self._wake.set()
 
-    async def _requeue(self, *, every: bool) -> int:
-        """Queue again the pages due for a recrawl (``every``: all answered pages)."""
+    async def _requeue(self, *, every: bool) -> None:
+        """Queue again the URLs due for a recrawl (``every``: all fetched or failed ones)."""
         total = 0
         while True:
             moved = await self._store.requeue_due(time.time(), REQUEUE_BATCH, every=every)
@@ -414,7 +414,6 @@ class Crawler:
                 break
         if total:
             log.info("queued %d pages again for a recrawl", total, extra={"recrawls": total})
-        return total
 
     async def _read_rules(self) -> None:
         """Pick up the operator's rules when they changed (trawl.rules)."""
