@@ -727,8 +727,7 @@ class Crawler:
             # Nothing was sent but the answer: the stored page and its validators stand.
             return Outcome(
                 url.id, url.host_id, State.DONE, attempts, status=status, fetched_at=wall,
-                content_type=None, length=None, elapsed=result.elapsed,
-                revisit_interval=fresh.interval, due_at=fresh.due_at,
+                elapsed=result.elapsed, revisit_interval=fresh.interval, due_at=fresh.due_at,
             )  # fmt: skip
         return Outcome(
             url.id, url.host_id, State.DONE, attempts, status=status,
