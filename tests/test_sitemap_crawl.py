@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import CrawlRunner, read_rows
 from test_store import sqlite_query
-from trawl.config import Freshness
+from trawl.config import Freshness, Limits
 from trawl.priority import priority
 from trawl.store.base import State
 from trawl.testsite import Response, Site, SiteServer
@@ -198,3 +198,34 @@ async def test_an_html_page_at_a_sitemap_address_is_not_a_sitemap(crawl: CrawlRu
     counters = counters_of(outcome.data_dir)
     assert counters["sitemap_error:not_a_sitemap"] == 1
     assert "sitemap_error:dtd_forbidden" not in counters
+
+
+def ranked_site(port: int) -> Site:
+    """A sitemap listing one page at priority 1.0 and ten at 0.0, all at one depth."""
+    www = f"http://{WWW}:{port}"
+    low = [entry(f"{www}/low/{n}", "<priority>0.0</priority>") for n in range(10)]
+    page = Response(body=b"<!doctype html><title>page</title>")
+    return Site.build(
+        port,
+        {
+            f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
+            f"http://{WWW}/sitemap.xml": Response(
+                body=urlset(*low, entry(f"{www}/vip", "<priority>1.0</priority>")),
+                content_type=XML,
+            ),
+            f"http://{WWW}/vip": page,
+            **{f"http://{WWW}/low/{n}": page for n in range(10)},
+        },
+        seeds=[f"http://{WWW}/"],
+    )
+
+
+async def test_a_high_priority_sitemap_page_is_fetched_first(crawl: CrawlRunner) -> None:
+    with SiteServer(ranked_site) as server:
+        await crawl(
+            server, soft_404=False, limits=Limits(memory_queue=1),
+            freshness=Freshness(sitemaps=True),
+        )  # fmt: skip
+        order = [r.path for r in server.requests if r.path.startswith(("/vip", "/low/"))]
+    assert len(order) == 11
+    assert order[0] == "/vip"
