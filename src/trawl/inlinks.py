@@ -3,8 +3,8 @@
 The committer shows every link candidate of a batch (new or already known) to an
 :class:`InlinkCounter` before the seen-set drops the known ones. It counts, per URL id,
 the pages that linked to it (a page's repeated hrefs were already folded into one by the
-URL filter), and reports a URL each time its count reaches a new power of two from 2 to
-``2 ** MAX_LEVEL``: its in-link *level*. The store raises the URL's priority by
+URL filter), and reports a URL each time its count reaches a new power of four from 4 to
+``4 ** MAX_LEVEL``: its in-link *level*. The store raises the URL's priority by
 ``LEVEL_STEP`` per level it gained (both in trawl.priority) and, if it is still queued,
 its rank with it; a level is stored with the URL, so a level reported twice (after the
 counts were forgotten) changes nothing.
@@ -24,6 +24,8 @@ from trawl.store.base import NewURL
 
 CAPACITY = 50_000
 """URL ids whose counts are kept before the counts are forgotten."""
+_EVEN_BITS = 0x5555_5555_5555_5555
+"""The bits of the powers of four."""
 
 
 class InlinkCounter:
@@ -35,15 +37,18 @@ class InlinkCounter:
 
     def observe(self, candidates: Sequence[NewURL]) -> list[tuple[int, int]]:
         """Count one in-link per candidate; return ``(url id, level)`` for each URL whose
-        count reached a power of two from 2 to ``2 ** MAX_LEVEL`` (its highest, once)."""
+        count reached a power of four from 4 to ``4 ** MAX_LEVEL`` (its highest, once).
+
+        Powers of four, not of two: each level costs the store a row update of a URL
+        that may sit on any page of its table, so a URL gets three, not six."""
         counts = self._counts
         if len(counts) >= self._capacity:
             counts.clear()
         reached: dict[int, int] = {}
-        top = 1 << MAX_LEVEL
+        top = 1 << (2 * MAX_LEVEL)
         for candidate in candidates:
             uid = candidate[0]
             counts[uid] = n = counts.get(uid, 0) + 1
-            if not n & (n - 1) and 1 < n <= top:
-                reached[uid] = n.bit_length() - 1
+            if not n & (n - 1) and n & _EVEN_BITS and 1 < n <= top:
+                reached[uid] = (n.bit_length() - 1) // 2
         return list(reached.items())
