@@ -35,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TextIO
@@ -320,6 +321,13 @@ def _produce_into(conn: Connection, producer: Producer) -> None:
     conn.close()
 
 
+def _new_urls(ids: list[int], urls: list[str], hosts: list[str], depths: list[int]) -> list[NewURL]:
+    """The links of a batch from their columns. Built with ``tuple.__new__``, because a
+    named tuple's own ``__new__`` is a Python function: 0.13 against 0.35 us a link."""
+    rows = zip(ids, urls, hosts, depths, repeat(0), repeat(None), strict=False)
+    return list(map(tuple.__new__, repeat(NewURL), rows))
+
+
 def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Producer]]:
     """Run ``producer`` in a child process; the batches it sends, and a function that
     returns the producer with the child's totals once they are all read."""
@@ -339,8 +347,8 @@ def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Pr
                 totals.append(producer)
                 process.join()
                 return
-            pages, links, (ids, urls, hosts, depths), counters = message
-            yield Produced(pages, links, list(map(NewURL, ids, urls, hosts, depths)), counters)
+            pages, links, columns, counters = message
+            yield Produced(pages, links, _new_urls(*columns), counters)
 
     def finished() -> Producer:
         return totals[0]
