@@ -35,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TextIO
@@ -234,6 +235,8 @@ class Figures:
     last_million_rate: float | None = None
     expected: int = 0
     workers: int = 0
+    candidates: int = 0
+    lookups: int = 0
 
     def add_time(self, stage: str, seconds: float) -> None:
         """Charge ``seconds`` to ``stage``."""
@@ -298,12 +301,31 @@ class Producer:
 
 
 def _produce_into(conn: Connection, producer: Producer) -> None:
-    """Child process: send each batch (links as plain tuples), then the totals."""
+    """Child process: send each batch, its links as columns, then the totals.
+
+    Four flat lists pickle and load faster than one tuple per link (per link: pickling
+    0.64 -> 0.43 us here, loading and rebuilding the named tuples 1.65 -> 1.2-1.5 us in
+    the parent). Links of pages have no redirect hops and no origin, so those two
+    fields are left to their defaults.
+    """
     for produced in producer.batches():
-        links = [link[:] for link in produced.new_urls]
-        conn.send((produced.pages, produced.links, links, produced.counters))
+        links = produced.new_urls
+        columns = (
+            [u.id for u in links],
+            [u.url for u in links],
+            [u.host for u in links],
+            [u.depth for u in links],
+        )
+        conn.send((produced.pages, produced.links, columns, produced.counters))
     conn.send((producer.web.distinct, producer.seconds))
     conn.close()
+
+
+def _new_urls(ids: list[int], urls: list[str], hosts: list[str], depths: list[int]) -> list[NewURL]:
+    """The links of a batch from their columns. Built with ``tuple.__new__``, because a
+    named tuple's own ``__new__`` is a Python function: 0.13 against 0.35 us a link."""
+    rows = zip(ids, urls, hosts, depths, repeat(0), repeat(None), strict=False)
+    return list(map(tuple.__new__, repeat(NewURL), rows))
 
 
 def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Producer]]:
@@ -325,8 +347,8 @@ def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Pr
                 totals.append(producer)
                 process.join()
                 return
-            pages, links, new_urls, counters = message
-            yield Produced(pages, links, [NewURL(*u) for u in new_urls], counters)
+            pages, links, columns, counters = message
+            yield Produced(pages, links, _new_urls(*columns), counters)
 
     def finished() -> Producer:
         return totals[0]
@@ -379,7 +401,9 @@ async def run(
             figures.links += produced.links
             t2 = clock()
             if pending.new_urls:
+                figures.candidates += len(pending.new_urls)
                 verdict = await seen.filter_new(pending.new_urls)
+                figures.lookups += verdict.store_lookups
                 pending.new_urls = verdict.new
                 pending.count("duplicates", verdict.duplicates)
                 pending.count("hash_collisions", verdict.collisions)
@@ -457,6 +481,8 @@ def report(figures: Figures, out: TextIO) -> None:
         f"RSS at end            {_mb(figures.rss_at_end)} ({figures.known:,} known)",
         f"seen-set RAM          {figures.bloom_bytes / max(figures.known, 1):.2f} bytes/known URL "
         f"(Bloom {_mb(figures.bloom_bytes)})",
+        f"seen-set look-ups     {figures.lookups:,} in the store for {figures.candidates:,} "
+        "candidates",
         f"database on disk      {_mb(figures.db_bytes)} (db + wal)",
     ]
     print("\n".join(lines), file=out, flush=True)

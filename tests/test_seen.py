@@ -120,3 +120,20 @@ async def test_cached_id_with_other_text_is_settled_by_the_store(store: SQLiteSt
     impostor = NewURL(original.id, "http://a.test/other", "a.test", 1)
     verdict = await seen.filter_new([impostor])
     assert (verdict.new, verdict.collisions, verdict.store_lookups) == ([], 1, 1)
+
+
+async def test_a_popular_url_stays_cached_while_the_cache_turns_over(store: SQLiteStore) -> None:
+    seen = SeenSet(store, expected_urls=100_000, error_rate=0.0001, known_cache=100)
+    popular = new_url(0)
+    await settle(seen, store, [popular])
+    lookups = 0
+    for start in range(1, 1000, 40):
+        # Forty new URLs a batch: each batch overflows a generation (50 ids).
+        fresh = [new_url(n) for n in range(start, start + 40)]
+        verdict = await seen.filter_new([popular, *fresh])
+        assert verdict.new == fresh
+        assert verdict.duplicates == 1
+        lookups += verdict.store_lookups
+        await store.commit(CommitBatch(new_urls=verdict.new))
+    # Only Bloom false positives among the 1,000 new URLs reach the store.
+    assert lookups <= 2

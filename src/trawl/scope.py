@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from publicsuffixlist import PublicSuffixList
 
-from trawl.urls import host_key, hostname
+from trawl.urls import host_key, hostname, key_hostname
 
 __all__ = ["Scope", "ScopeMode", "Verdict", "registrable_domain"]
 
@@ -50,6 +50,9 @@ class Verdict(enum.StrEnum):
 
 
 _IPV4_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+HOST_CACHE = 65_536
+"""Host verdicts a `Scope` remembers (emptied when full): a crawl checks many links
+per host, and the domain walk costs more than the look-up."""
 
 
 @functools.cache
@@ -94,7 +97,16 @@ def _checked_seed(seed: str) -> str:
 class Scope:
     """Decides whether a normalised URL belongs to the crawl (see the module docstring)."""
 
-    __slots__ = ("_domains", "_exclude", "_host_keys", "_include", "_prefixes", "mode", "seeds")
+    __slots__ = (
+        "_domains",
+        "_exclude",
+        "_host_keys",
+        "_hosts",
+        "_include",
+        "_prefixes",
+        "mode",
+        "seeds",
+    )
 
     def __init__(
         self,
@@ -117,6 +129,7 @@ class Scope:
         self._prefixes = self.seeds
         self._include = _compile("include", include)
         self._exclude = _compile("exclude", exclude)
+        self._hosts: dict[str, bool] = {}
 
     def __repr__(self) -> str:
         return (
@@ -128,9 +141,20 @@ class Scope:
     def _in_scope(self, url: str) -> bool:
         if self.mode is ScopeMode.PREFIX:
             return url.startswith(self._prefixes)
+        key = host_key(url)
+        known = self._hosts.get(key)
+        if known is None:
+            known = self._host_in_scope(key)
+            if len(self._hosts) >= HOST_CACHE:
+                self._hosts.clear()
+            self._hosts[key] = known
+        return known
+
+    def _host_in_scope(self, key: str) -> bool:
+        """The verdict of the host modes on a host key (``host[:port]``)."""
         if self.mode is ScopeMode.HOST:
-            return host_key(url) in self._host_keys
-        host = hostname(url)
+            return key in self._host_keys
+        host = key_hostname(key)
         domains = self._domains
         if host in domains:
             return True
@@ -147,6 +171,6 @@ class Scope:
             return Verdict.OFF_SCOPE
         if self._include and not any(p.search(url) for p in self._include):
             return Verdict.EXCLUDED
-        if any(p.search(url) for p in self._exclude):
+        if self._exclude and any(p.search(url) for p in self._exclude):
             return Verdict.EXCLUDED
         return Verdict.IN

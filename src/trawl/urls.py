@@ -50,6 +50,7 @@ import hashlib
 import re
 import string
 from dataclasses import dataclass
+from operator import itemgetter
 
 from ada_url import idna_to_ascii, join_url, parse_url
 
@@ -60,6 +61,7 @@ __all__ = [
     "Rejection",
     "host_key",
     "hostname",
+    "key_hostname",
     "normalize",
     "resolve",
     "url_hash",
@@ -195,6 +197,27 @@ _PLAIN_RELATIVE = re.compile(
 segments are resolved by :func:`_join_segments`), a plain query and fragment."""
 
 
+_PLAIN_URL = re.compile(
+    r"(https?://)((?:[a-z0-9-]{1,63}\.)*[a-z][a-z0-9-]{0,62})"
+    r"(/[A-Za-z0-9._~!$&'()*+,=:@/-]*)"
+    r"(?:\?([A-Za-z0-9._~!$&()*+,;=:@/?-]*))?"
+    r"(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
+)
+"""An absolute URL of the shape most links have: lower-case scheme and DNS name (the
+last label starting with a letter, so never an IPv4 number), no port, credentials or
+percent-escapes, no ``;`` in the path, and only characters that no component of the
+WHATWG serialization escapes. Groups: scheme, host, path, query."""
+
+
+def _plain(url: str) -> re.Match[str] | None:
+    """`url`'s parts when it has the `_PLAIN_URL` shape, a host of at most 253 characters
+    and no punycode label; None otherwise."""
+    match = _PLAIN_URL.fullmatch(url)
+    if match is None or len(match[2]) > 253 or "xn--" in match[2]:
+        return None
+    return match
+
+
 def _join_segments(base_path: list[str], path: str) -> str:
     """The standard's path state for a plain `path` against a base path's segments:
     ``.`` and ``..`` segments resolved, a trailing one leaving an empty segment."""
@@ -256,9 +279,15 @@ def resolve_against_serialized(href: str, base: str | None) -> str | None:
     page URL, or :func:`resolve`'s own output).
 
     Plain relative hrefs, most links of most pages, are then joined as strings, which
-    gives the standard's result without a parse; anything else goes to :func:`resolve`.
+    gives the standard's result without a parse, and a plain absolute href (`_plain`,
+    without dot segments) is its own serialization; anything else goes to :func:`resolve`.
     """
-    if base is not None:
+    if href.startswith(("http://", "https://")):
+        plain = _plain(href)
+        # Without dot segments the parser gives such a URL back as it is.
+        if plain is not None and "/." not in plain[3]:
+            return href
+    elif base is not None:
         joined = _simple_join(href, base)
         if joined is not None:
             return joined
@@ -291,19 +320,21 @@ def _normalize_query(query: str, rules: NormalizeRules) -> str:
     strip_params, strip_prefixes = rules.strip_params, rules.strip_prefixes
     kept: list[tuple[str, str]] = []
     for piece in query.split("&"):
-        name = piece.partition("=")[0]
-        lowered = name.lower()
-        if piece and lowered not in strip_params and not lowered.startswith(strip_prefixes):
-            kept.append((name, piece))
+        if piece:
+            name = piece.partition("=")[0]
+            lowered = name.lower()
+            if lowered not in strip_params and not lowered.startswith(strip_prefixes):
+                kept.append((name, piece))
     if not kept:
         return ""
-    kept.sort(key=_first)
-    return "?" + "&".join(piece for _, piece in kept)
+    if len(kept) == 1:
+        return "?" + kept[0][1]
+    kept.sort(key=_NAME)
+    return "?" + "&".join([piece for _, piece in kept])
 
 
-def _first(pair: tuple[str, str]) -> str:
-    """Sort key: the parameter name."""
-    return pair[0]
+_NAME = itemgetter(0)
+"""Sort key of a (name, piece) query parameter: its name."""
 
 
 def _normalize_path(path: str, rules: NormalizeRules) -> str:
@@ -329,6 +360,8 @@ def _path_rejection(path: str, max_depth: int) -> Rejection | None:
         return None
     segments = path[1:].split("/", depth - 1)
     segments[-1] = segments[-1].removesuffix("/")
+    if len(set(segments)) == depth:
+        return None  # a run that repeats needs a segment that does
     for period in range(1, depth // 3 + 1):
         run = 0
         for index in range(depth - period):
@@ -427,6 +460,14 @@ def normalize_resolved(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str |
     ``normalize(href, base) == normalize_resolved(resolve(href, base))`` whenever the
     resolution succeeds; callers that cache by resolved URL use this half alone.
     """
+    plain = _plain(url)
+    if plain is not None:
+        return _normalize_plain(plain, rules)
+    return _normalize_serialized(url, rules)
+
+
+def _normalize_serialized(url: str, rules: NormalizeRules) -> str | Rejection:
+    """The rules of the module docstring applied to any WHATWG serialization, one by one."""
     if url.startswith("https://"):
         scheme_end = 8
     elif url.startswith("http://"):
@@ -471,6 +512,18 @@ def normalize_resolved(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str |
     return _path_rejection(path, rules.max_path_depth) or result
 
 
+def _normalize_plain(parts: re.Match[str], rules: NormalizeRules) -> str | Rejection:
+    """`_normalize_serialized` of a `_plain` URL, which has no escapes, path parameters,
+    port or credentials and a valid host: only the fragment and query rules change it,
+    and only the length and path rules reject it. Most links have this shape, and this
+    takes about half the time (tests/test_url_fast_paths.py holds the two equal)."""
+    scheme, host, path, query = parts.group(1, 2, 3, 4)
+    result = scheme + host + path + ("" if query is None else _normalize_query(query, rules))
+    if len(result) > rules.max_length:
+        return Rejection.TOO_LONG
+    return _path_rejection(path, rules.max_path_depth) or result
+
+
 def url_hash(url: str) -> int:
     """A stable signed 64-bit hash of `url` (fits SQLite INTEGER and PostgreSQL bigint)."""
     digest = hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
@@ -489,7 +542,11 @@ def host_key(url: str) -> str:
 
 def hostname(url: str) -> str:
     """The host of a normalised URL without its port (IPv6 hosts keep their brackets)."""
-    key = host_key(url)
+    return key_hostname(host_key(url))
+
+
+def key_hostname(key: str) -> str:
+    """The host of a `host_key` without its port (IPv6 hosts keep their brackets)."""
     if key.endswith("]") or ":" not in key:
         return key
     return key.rpartition(":")[0]

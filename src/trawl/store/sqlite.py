@@ -92,6 +92,8 @@ class SQLiteStore(AsyncResource):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._host_ids: dict[str, int] = {}
+        """Committed host ids by name, read and written on the store thread only."""
 
     async def __aenter__(self) -> Self:
         await self._run(self._open)
@@ -336,9 +338,20 @@ class SQLiteStore(AsyncResource):
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
         budget, horizon = self._discovery_budget, self._horizon
-        return await self._run(
-            lambda: self._transaction(lambda db: _apply(db, batch, budget, horizon))
-        )
+        known = self._host_ids
+
+        def work() -> CommitResult:
+            found: dict[str, int] = {}
+            result = self._transaction(
+                lambda db: _apply(db, batch, budget, horizon, known, found)
+            )
+            # Only now are the hosts this transaction inserted sure to exist.
+            if len(known) + len(found) > HOST_ID_CACHE:
+                known.clear()
+            known.update(found)
+            return result
+
+        return await self._run(work)
 
     async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
         horizon = self._horizon
@@ -482,6 +495,24 @@ def _ensure_hosts(db: sqlite3.Connection, names: Sequence[str]) -> dict[str, int
     return dict(select_in(db, "SELECT name, id FROM hosts WHERE name IN", names))
 
 
+HOST_ID_CACHE = 100_000
+"""Host ids a store keeps by name (emptied when full): a commit's new URLs name hundreds
+of hosts, and asking the database for each id took about a tenth of a commit."""
+
+
+def _batch_host_ids(
+    db: sqlite3.Connection, names: set[str], known: Mapping[str, int], found: dict[str, int]
+) -> dict[str, int]:
+    """Ids of the named hosts: from ``known`` (committed ids), else from the database,
+    inserting those not yet there; the ones read here are added to ``found``."""
+    ids = {name: known[name] for name in names if name in known}
+    if len(ids) < len(names):
+        fresh = _ensure_hosts(db, sorted(names - ids.keys()))
+        found.update(fresh)
+        ids.update(fresh)
+    return ids
+
+
 def _leased_to(db: sqlite3.Connection, worker: str, host_ids: Sequence[int]) -> set[int]:
     """Which of ``host_ids`` are leased to ``worker`` now."""
     rows = select_in(
@@ -614,9 +645,16 @@ def _depth_of(row: InsertRow) -> int:
 
 
 def _apply(
-    db: sqlite3.Connection, batch: CommitBatch, discovery_budget: int | None, horizon: float
+    db: sqlite3.Connection,
+    batch: CommitBatch,
+    discovery_budget: int | None,
+    horizon: float,
+    known_hosts: Mapping[str, int],
+    found_hosts: dict[str, int],
 ) -> CommitResult:
-    """Write one batch; runs inside a transaction on the store thread."""
+    """Write one batch; runs inside a transaction on the store thread. Host ids come
+    from ``known_hosts`` where it has them; those read or made here go to
+    ``found_hosts``."""
     if batch.fenced:
         generations = select_in(
             db, "SELECT id, lease_generation FROM hosts WHERE id IN", batch.fence_hosts()
@@ -651,10 +689,11 @@ def _apply(
     inserted = left_out = 0
     hosts_with_new_work: set[int] = set()
     if batch.new_urls:
-        host_id = _ensure_hosts(db, sorted({u.host for u in batch.new_urls}))
+        host_id = _batch_host_ids(db, {u.host for u in batch.new_urls}, known_hosts, found_hosts)
         by_host: dict[int, list[NewURL]] = {}
         for u in batch.new_urls:
             by_host.setdefault(host_id[u.host], []).append(u)
+        gained: dict[int, int] = {}
         for hid, urls in by_host.items():
             room = None
             if discovery_budget is not None:
@@ -662,16 +701,16 @@ def _apply(
                     "SELECT discovered FROM hosts WHERE id = ?", (hid,)
                 ).fetchone()
                 room = discovery_budget - known
-            added, over = _insert_urls(db, hid, urls, room, batch.at, horizon, batch.listed)
+            gained[hid], over = _insert_urls(
+                db, hid, urls, room, batch.at, horizon, batch.listed
+            )
             left_out += over
-            if added:
-                inserted += added
-                hosts_with_new_work.add(hid)
-                db.execute(
-                    "UPDATE hosts SET queued = queued + ?, discovered = discovered + ? "
-                    "WHERE id = ?",
-                    (added, added, hid),
-                )
+        hosts_with_new_work = {hid for hid, added in gained.items() if added}
+        inserted = sum(gained.values())
+        db.executemany(
+            "UPDATE hosts SET queued = queued + ?, discovered = discovered + ? WHERE id = ?",
+            [(gained[hid], gained[hid], hid) for hid in sorted(hosts_with_new_work)],
+        )
     counters = dict(batch.counters)
     if batch.new_urls:
         counters["discovered"] = counters.get("discovered", 0) + inserted

@@ -1,0 +1,148 @@
+"""The URL filter's shortcuts give exactly the answers of the general path.
+
+Three shortcuts are checked against the way they avoid: a plain absolute href is taken
+as its own WHATWG serialization (against ada's parse), a plain URL is normalised without
+the step-by-step rules (against those rules), and a relative href's verdict is cached
+under the part of the page URL it depends on (against an uncached normalisation on every
+page). The generated URLs sit on both sides of the plain shape's borders: upper case,
+ports, escapes, dot segments, punycode, IPv4-like hosts, characters the standard escapes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from trawl.links import LinkFilter
+from trawl.scope import Scope
+from trawl.store.base import CommitBatch
+from trawl.urls import (
+    DEFAULT_RULES,
+    NormalizeRules,
+    _normalize_serialized,
+    _plain,
+    normalize,
+    normalize_resolved,
+    resolve,
+    resolve_against_serialized,
+)
+
+LABEL = st.sampled_from(
+    ["a", "h12", "example", "com", "x-y", "-a", "b-", "a--b", "A", "0x7f", "1", "255",
+     "xn--zca", "xn--a", "a_b", "é", "", "a" * 63, "b" * 64, "co"]
+)  # fmt: skip
+HOST = st.lists(LABEL, min_size=1, max_size=5).map(".".join)
+PLAIN_PIECE = st.sampled_from(
+    ["a", "B", "1", "-", ".", "_", "~", "!", "$", "&", "'", "(", ")", "*", "+", ",", "=",
+     ":", "@", "/", "?", "..", "/.", "/..", "./", "utm_x=1", "gclid=2", "b=2", "a=1", "&"]
+)  # fmt: skip
+ODD_PIECE = st.sampled_from(
+    [";", "%", "%41", "%2e", "%2E", "\\", " ", "\t", '"', "<", ">", "^", "`", "{", "|",
+     "}", "[", "]", "é", "\x00", "#"]
+)  # fmt: skip
+TEXT = st.lists(st.one_of(PLAIN_PIECE, PLAIN_PIECE, PLAIN_PIECE, ODD_PIECE), max_size=10).map(
+    "".join
+)
+"""Path, query or fragment text, mostly of characters the plain shape allows."""
+SCHEME = st.sampled_from(["http://", "https://", "http://", "https://", "HTTP://", "https:"])
+PORT = st.sampled_from(["", "", "", "", ":80", ":443", ":8080"])
+
+
+@st.composite
+def urls(draw: st.DrawFn) -> str:
+    """Absolute URLs, most of them plain or one step from it."""
+    url = draw(SCHEME) + draw(HOST) + draw(PORT) + "/" + draw(TEXT)
+    if draw(st.booleans()):
+        url += "?" + draw(TEXT)
+    if draw(st.booleans()):
+        url += "#" + draw(TEXT)
+    return url
+
+
+BASES = st.sampled_from(
+    ["http://h.test/a/b.html", "https://h.test/", "https://u:p@h.test/d/?q=1#f",
+     "http://[::1]:81/a/b"]
+)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(url=urls(), base=BASES)
+def test_a_plain_absolute_href_is_its_own_serialization(url: str, base: str) -> None:
+    assert resolve_against_serialized(url, base) == resolve(url, base)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(url=urls(), short=st.booleans())
+def test_plain_urls_normalise_as_the_general_rules_do(url: str, short: bool) -> None:
+    rules = NormalizeRules(max_length=40, max_path_depth=3) if short else DEFAULT_RULES
+    serialized = resolve(url, None)
+    if serialized is None:
+        return
+    note(f"serialized={serialized!r} plain={_plain(serialized) is not None}")
+    assert normalize_resolved(serialized, rules) == _normalize_serialized(serialized, rules)
+
+
+def test_the_benchmark_shapes_take_the_plain_path() -> None:
+    for url in (
+        "https://h12.example.com/search?page=3&q=term15",
+        "https://h12.example.com/products/5?color=c2&size=4&utm_source=feed#x",
+        "https://h12.example.com/blog/2003/05/post-123/",
+    ):
+        assert _plain(url) is not None
+        assert resolve_against_serialized(url, None) == resolve(url, None)
+
+
+RELATIVE = st.one_of(
+    TEXT,
+    st.tuples(st.sampled_from(["/", "./", "../", "//", "/\\", "\\", "?", "#", " /", "\t/"]),
+              TEXT).map("".join),
+    urls(),
+)  # fmt: skip
+PAGES = st.sampled_from(
+    ["http://www.site.test/a/b.html", "http://www.site.test/a/c.html?x=1",
+     "http://www.site.test/a/", "http://www.site.test/z/b.html", "https://www.site.test/a/b.html",
+     "http://www.site.test:8080/a/b.html", "http://other.test/a/b.html",
+     "http://u:p@www.site.test/a/b.html", "http://www.site.test/a/b.html#frag"]
+)  # fmt: skip
+
+
+def _uncached(href: str, page: str) -> str | None:
+    url = normalize(href, page)
+    if isinstance(url, str) and Scope(["http://www.site.test/"]).check(url).value == "in":
+        return url
+    return None
+
+
+@settings(max_examples=1000, deadline=None)
+@given(visits=st.lists(st.tuples(RELATIVE, PAGES), min_size=1, max_size=12))
+def test_cached_verdicts_match_an_uncached_normalisation_on_every_page(
+    visits: list[tuple[str, str]],
+) -> None:
+    link_filter = LinkFilter(Scope(["http://www.site.test/"]), DEFAULT_RULES)
+    # Each href on every page, so that every later page meets it cached.
+    for href, _ in visits:
+        for page in {page for _, page in visits}:
+            batch = CommitBatch()
+            found = link_filter.page_links([href], page, 1, batch)
+            note(f"href={href!r} page={page!r}")
+            assert [c.url for c in found] == [u for u in [_uncached(href, page)] if u]
+
+
+def test_cached_verdicts_match_on_every_whatwg_case() -> None:
+    data = Path(__file__).parent / "data" / "conformance" / "link_resolution_whatwg.json"
+    cases = json.loads(data.read_text(encoding="utf-8"))["cases"]
+    pages = ["http://www.site.test/a/b.html", "http://www.site.test/a/c?d#e"]
+    link_filter = LinkFilter(Scope(["http://www.site.test/"]), DEFAULT_RULES)
+    checked = 0
+    for _ in range(2):  # the second round answers from the cache
+        for case in cases:
+            for page in pages:
+                found = link_filter.page_links([case["input"]], page, 1, CommitBatch())
+                assert [c.url for c in found] == [
+                    u for u in [_uncached(case["input"], page)] if u
+                ], (case["input"], page)
+                checked += 1
+    assert checked == 4 * len(cases)
