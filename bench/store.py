@@ -6,7 +6,8 @@ fragment and upper-case-host variants of known pages, off-scope and non-http lin
 a minority of new pages on the same or other hosts, under many subdomains of one
 registrable domain. Every page goes through the stages the engine uses:
 
-    LinkFilter.page_links -> SeenSet.filter_new -> SQLiteStore.commit -> Frontier.refill
+    LinkFilter.page_links -> InlinkCounter.observe -> SeenSet.filter_new
+        -> SQLiteStore.commit -> Frontier.refill
 
 Pages are merged into transactions of ``--batch`` pages (as the committer's group
 commit does), each page carrying the DONE outcome of a URL the frontier claimed, so the
@@ -43,7 +44,9 @@ from typing import TextIO
 from trawl.config import Politeness
 from trawl.frontier import Frontier
 from trawl.hosts import HostScheduler
+from trawl.inlinks import InlinkCounter
 from trawl.links import LinkFilter
+from trawl.recrawl import RecrawlPolicy, revisit
 from trawl.scope import Scope
 from trawl.seen import SeenSet
 from trawl.store.base import CommitBatch, NewURL, Outcome, QueuedURL, State
@@ -237,6 +240,8 @@ class Figures:
     workers: int = 0
     candidates: int = 0
     lookups: int = 0
+    boosts: int = 0
+    """In-link levels reached (trawl.inlinks): each a row update in the commit."""
 
     def add_time(self, stage: str, seconds: float) -> None:
         """Charge ``seconds`` to ``stage``."""
@@ -382,6 +387,8 @@ async def run(
     clock = time.perf_counter
     async with SQLiteStore(data_dir) as store:
         seen = SeenSet(store, expected_urls=urls, error_rate=0.01)
+        inlinks = InlinkCounter()
+        policy = RecrawlPolicy()
         scheduler = HostScheduler(Politeness(delay=0.0))
         frontier = Frontier(store, scheduler, capacity=10_000)
         claimed: deque[QueuedURL] = deque()
@@ -394,14 +401,21 @@ async def run(
             pending = CommitBatch(new_urls=produced.new_urls, counters=produced.counters)
             for _ in range(min(produced.pages, len(claimed))):
                 url = claimed.popleft()
+                # As a crawl's answer: with its change hash and revisit schedule.
+                fresh = revisit(policy, url, t1, 200, url.id)
                 pending.outcomes.append(
-                    Outcome(url.id, url.host_id, State.DONE, 1, status=200, fetched_at=t1)
-                )
+                    Outcome(
+                        url.id, url.host_id, State.DONE, 1, status=200, fetched_at=t1,
+                        revisit_interval=fresh.interval, due_at=fresh.due_at, change_hash=url.id,
+                    )
+                )  # fmt: skip
             figures.pages += produced.pages
             figures.links += produced.links
             t2 = clock()
             if pending.new_urls:
                 figures.candidates += len(pending.new_urls)
+                pending.inlinks = inlinks.observe(pending.new_urls)
+                figures.boosts += len(pending.inlinks)
                 verdict = await seen.filter_new(pending.new_urls)
                 figures.lookups += verdict.store_lookups
                 pending.new_urls = verdict.new
@@ -483,6 +497,7 @@ def report(figures: Figures, out: TextIO) -> None:
         f"(Bloom {_mb(figures.bloom_bytes)})",
         f"seen-set look-ups     {figures.lookups:,} in the store for {figures.candidates:,} "
         "candidates",
+        f"in-link levels        {figures.boosts:,} reached (a row update each)",
         f"database on disk      {_mb(figures.db_bytes)} (db + wal)",
     ]
     print("\n".join(lines), file=out, flush=True)
