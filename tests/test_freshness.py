@@ -181,7 +181,7 @@ async def test_pages_linked_from_many_pages_gain_priority(crawl: CrawlRunner) ->
         outcome = await crawl(server)
     rows = sqlite_query(outcome.data_dir, "SELECT depth, priority, inlink_level FROM urls")
     raised = [(depth, p, level) for depth, p, level in rows if level > 0]
-    assert max(level for _, _, level in raised) >= 2
+    assert max(level for _, _, level in raised) >= 1
     for depth, value, level in raised:
         assert value == pytest.approx(min(1.0, priority(depth) + level * LEVEL_STEP))
 

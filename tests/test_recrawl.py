@@ -261,24 +261,24 @@ async def test_a_sitemap_lastmod_makes_a_fetched_page_due_at_once(
 # -- in-links ------------------------------------------------------------------------------
 
 
-def test_inlink_levels_are_reported_at_powers_of_four_once_per_batch() -> None:
+def test_inlink_levels_are_reported_at_powers_of_eight_once_per_batch() -> None:
     counter = InlinkCounter(capacity=1000)
     popular, rare = url("a.test", 1), url("a.test", 2)
-    assert counter.observe([popular, rare]) == []
-    assert counter.observe([popular]) == []  # 2 in-links: no level
-    assert counter.observe([popular, popular, rare]) == [(popular.id, 1)]  # counts 3 and 4
+    assert counter.observe([popular, rare] * 3) == []  # 3 in-links: no level
+    assert counter.observe([popular] * 4 + [rare]) == []  # 7
+    assert counter.observe([popular, popular, rare]) == [(popular.id, 1)]  # 8 and 9
     reports = [counter.observe([popular]) for _ in range(200)]
-    reached = [(n + 5, level) for n, report in enumerate(reports) for _, level in report]
-    assert reached == [(16, 2), (64, 3)]
-    assert MAX_LEVEL == 3
+    reached = [(n + 10, level) for n, report in enumerate(reports) for _, level in report]
+    assert reached == [(64, 2)]
+    assert MAX_LEVEL == 2
 
 
 def test_inlink_counts_are_forgotten_when_the_counter_is_full() -> None:
     counter = InlinkCounter(capacity=3)
     links = [url("a.test", n) for n in range(3)]
-    counter.observe([*links, links[0], links[0]])
+    counter.observe([*links, *[links[0]] * 6])
     assert counter.observe([links[0]]) == []  # emptied first: this is its first link again
-    assert counter.observe([links[0]] * 3) == [(links[0].id, 1)]
+    assert counter.observe([links[0]] * 7) == [(links[0].id, 1)]
 
 
 async def test_inlink_levels_raise_priority_once_and_rank_only_when_queued(
@@ -292,18 +292,18 @@ async def test_inlink_levels_raise_priority_once_and_rank_only_when_queued(
         CommitBatch(outcomes=[Outcome(claimed.id, b, State.DONE, 1, status=200, fetched_at=1.0)])
     )
     ranks_before: dict[int, float] = dict(open_store.query("SELECT id, rank FROM urls"))
-    levels = [(popular.id, 2), (done.id, 3)]
+    levels = [(popular.id, 2), (done.id, 1)]
     await store.commit(CommitBatch(inlinks=levels))
     await store.commit(CommitBatch(inlinks=[(popular.id, 1), (popular.id, 2)]))  # no change
     stored = {uid: (p, r, lvl) for uid, p, r, lvl in open_store.query(
         "SELECT id, priority, rank, inlink_level FROM urls")}  # fmt: skip
     base = priority(0)
-    assert stored[popular.id][0] == pytest.approx(base + 2 * LEVEL_STEP)
+    assert stored[popular.id][0] == pytest.approx(min(1.0, base + 2 * LEVEL_STEP))
     assert stored[popular.id][1] == pytest.approx(
         ranks_before[popular.id] - 2 * LEVEL_STEP * DEFAULT_HORIZON
     )
     assert stored[popular.id][2] == 2
-    assert stored[done.id][0] == pytest.approx(min(1.0, base + 3 * LEVEL_STEP))
+    assert stored[done.id][0] == pytest.approx(min(1.0, base + LEVEL_STEP))
     assert stored[done.id][1] == ranks_before[done.id]
     a = await host_of(store, "a.test")
     assert [u.id for u in await claim_all(store, a, 0.0)] == [popular.id, first.id]

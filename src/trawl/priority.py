@@ -5,7 +5,7 @@ A URL's priority is a number in [0, 1] made of what is known when it is queued:
 - its depth: ``1 / (1 + depth)`` (a seed is 1, a page one hop away 0.5, ...);
 - its sitemap ``<priority>`` when a sitemap listed it (0.5, the protocol's default,
   otherwise);
-- its in-link level: ``LEVEL_STEP`` more at 4, 16 and 64 pages linking to it
+- its in-link level: ``LEVEL_STEP`` more at 8 and at 64 pages linking to it
   (trawl.inlinks), added later, when the level is reached.
 
 Each host's queue in the store is ordered by a *rank*, smaller first::
@@ -29,9 +29,9 @@ SITEMAP_DEFAULT = 0.5
 """A URL's sitemap priority when no sitemap gave one (the protocol's default)."""
 DEPTH_WEIGHT = 0.5
 """Share of the depth term in a URL's priority; the sitemap term has the rest."""
-LEVEL_STEP = 0.1
+LEVEL_STEP = 0.15
 """Priority a URL gains per in-link level (trawl.inlinks)."""
-MAX_LEVEL = 3
+MAX_LEVEL = 2
 """The highest in-link level: 64 in-links or more."""
 
 

@@ -342,9 +342,7 @@ class SQLiteStore(AsyncResource):
 
         def work() -> CommitResult:
             found: dict[str, int] = {}
-            result = self._transaction(
-                lambda db: _apply(db, batch, budget, horizon, known, found)
-            )
+            result = self._transaction(lambda db: _apply(db, batch, budget, horizon, known, found))
             # Only now are the hosts this transaction inserted sure to exist.
             if len(known) + len(found) > HOST_ID_CACHE:
                 known.clear()
@@ -701,9 +699,7 @@ def _apply(
                     "SELECT discovered FROM hosts WHERE id = ?", (hid,)
                 ).fetchone()
                 room = discovery_budget - known
-            gained[hid], over = _insert_urls(
-                db, hid, urls, room, batch.at, horizon, batch.listed
-            )
+            gained[hid], over = _insert_urls(db, hid, urls, room, batch.at, horizon, batch.listed)
             left_out += over
         hosts_with_new_work = {hid for hid, added in gained.items() if added}
         inserted = sum(gained.values())
