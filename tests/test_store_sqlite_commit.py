@@ -9,27 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 
+from test_seen import store
+from test_store import url
 from trawl.errors import StoreError
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.urls import url_hash
 
-
-def url(host: str, n: int) -> NewURL:
-    text = f"http://{host}/{n}"
-    return NewURL(id=url_hash(text), url=text, host=host, depth=1)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    async with SQLiteStore(tmp_path) as opened:
-        yield opened
+__all__ = ["store"]
 
 
 def host_counts(path: Path) -> dict[str, tuple[int, int]]:

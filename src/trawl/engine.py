@@ -397,12 +397,19 @@ class Crawler:
                 # Twice a second however busy: the store's figures and the operator's rules.
                 next_look = self._clock() + REFILL_PERIOD
                 if self._config.freshness.continuous:
-                    await self._requeue(every=False)
+                    await self._requeue_due()
                 await self._frontier.look()
                 await self._read_rules()
             self._refill_wanted.clear()
             if await self._frontier.refill():
                 self._wake.set()
+
+    async def _requeue_due(self) -> None:
+        """Queue again what is due, if anything is: a read when nothing is, not a write
+        transaction twice a second."""
+        due = await self._store.next_due()
+        if due is not None and due <= time.time():
+            await self._requeue(every=False)
 
     async def _requeue(self, *, every: bool) -> None:
         """Queue again the URLs due for a recrawl (``every``: all fetched or failed ones)."""

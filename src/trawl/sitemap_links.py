@@ -45,9 +45,9 @@ def host_sitemaps(some_url: str, named: Iterable[str]) -> list[str]:
     return [*named, *([default] if default is not None else [])]
 
 
-def read_sitemap(url: str, response: FetchResult, links: LinkFilter, batch: CommitBatch) -> int:
-    """Turn a fetched sitemap into candidates in ``batch``; return how many it listed
-    (0 for a refused sitemap, which is counted by its reason). A body the fetcher cut at
+def read_sitemap(url: str, response: FetchResult, links: LinkFilter, batch: CommitBatch) -> None:
+    """Turn a fetched sitemap into candidates in ``batch`` (a refused sitemap is counted
+    by its reason). A body the fetcher cut at
     the protocol's size limit is refused as too large, an HTML page (a site's error or
     catch-all page served at a sitemap's address, told by its first bytes whatever its
     Content-Type says) as not a sitemap.
@@ -64,7 +64,7 @@ def read_sitemap(url: str, response: FetchResult, links: LinkFilter, batch: Comm
     if not isinstance(parsed, Sitemap):
         batch.count("sitemap_errors")
         batch.count(f"sitemap_error:{parsed.value}")
-        return 0
+        return
     batch.count("sitemaps_read")
     kind = Kind.SITEMAP if parsed.kind is SitemapKind.INDEX else Kind.PAGE
     for entry in parsed.entries:
@@ -77,4 +77,3 @@ def read_sitemap(url: str, response: FetchResult, links: LinkFilter, batch: Comm
         if entry.lastmod is not None:
             batch.lastmods.append((candidate.id, entry.lastmod))
     batch.count("sitemap_urls", len(parsed.entries))
-    return len(parsed.entries)
