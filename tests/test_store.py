@@ -513,11 +513,15 @@ def write_version_1(execute: Callable[[str, tuple[object, ...]], object], mark: 
         execute(insert, (url_hash(text), text, host, state))
 
 
+ROWID_TYPES = {**SQLITE_TYPES, "hash_pk": "INTEGER PRIMARY KEY"}
+"""SQLite types as trawl had them when it wrote version 1: the URL hash was the rowid."""
+
+
 def make_version_1_crawl(data_dir: Path) -> None:
     """A data dir as trawl wrote it at schema version 1."""
     data_dir.mkdir(parents=True)
     with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db, db:
-        for statement in migration_statements(1, SQLITE_TYPES):
+        for statement in migration_statements(1, ROWID_TYPES):
             db.execute(statement)
         write_version_1(db.execute, "?")
 

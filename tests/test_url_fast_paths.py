@@ -25,6 +25,7 @@ from trawl.urls import (
     _normalize_serialized,
     _plain,
     normalize,
+    normalize_own_serialization,
     normalize_resolved,
     resolve,
     resolve_against_serialized,
@@ -85,6 +86,16 @@ def test_plain_urls_normalise_as_the_general_rules_do(url: str, short: bool) -> 
     assert normalize_resolved(serialized, rules) == _normalize_serialized(serialized, rules)
 
 
+@settings(max_examples=3000, deadline=None)
+@given(url=urls(), short=st.booleans())
+def test_a_plain_absolute_href_normalises_in_one_step_as_in_two(url: str, short: bool) -> None:
+    rules = NormalizeRules(max_length=40, max_path_depth=3) if short else DEFAULT_RULES
+    own = normalize_own_serialization(url, rules)
+    note(f"own={own!r}")
+    if own is not None:
+        assert own == normalize(url, None, rules)
+
+
 def test_the_benchmark_shapes_take_the_plain_path() -> None:
     for url in (
         "https://h12.example.com/search?page=3&q=term15",
@@ -92,6 +103,7 @@ def test_the_benchmark_shapes_take_the_plain_path() -> None:
         "https://h12.example.com/blog/2003/05/post-123/",
     ):
         assert _plain(url) is not None
+        assert normalize_own_serialization(url, DEFAULT_RULES) == normalize(url)
         assert resolve_against_serialized(url, None) == resolve(url, None)
 
 

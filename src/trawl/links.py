@@ -32,6 +32,7 @@ from trawl.urls import (
     Rejection,
     host_key,
     normalize,
+    normalize_own_serialization,
     normalize_resolved,
     resolve_against_serialized,
     url_hash,
@@ -121,14 +122,21 @@ class LinkFilter:
         """How many verdicts the cache holds."""
         return len(self._cache)
 
-    def _judge(self, resolved: str) -> Accepted | Dropped:
-        url = normalize_resolved(resolved, self._rules)
+    def _judge(self, url: str | Rejection) -> Accepted | Dropped:
+        """The verdict on a normalised URL, or on the reason it has none."""
         if isinstance(url, Rejection):
             return ("invalid", f"invalid:{url.value}")
-        verdict = self._scope.check(url)
+        host = host_key(url)
+        verdict = self._scope.check(url, host)
         if verdict is not Verdict.IN:
             return (verdict.value,)
-        return (url_hash(url), url, host_key(url))
+        return (url_hash(url), url, host)
+
+    def _remember(self, key: CacheKey, entry: Accepted | Dropped) -> None:
+        cache = self._cache
+        if len(cache) >= CACHE_SIZE:
+            cache.clear()
+        cache[key] = entry
 
     def _verdict(self, href: str, base: str | None, key: CacheKey | None) -> Accepted | Dropped:
         """The verdict on `href`, resolved against `base`, when its cache `key` (None:
@@ -139,22 +147,25 @@ class LinkFilter:
         20 x 500 crawl benchmark judging them again cost 0.07 ms of CPU a page (the
         store benchmark's links, mostly absolute, gain almost nothing from it).
         """
+        if href.startswith(_ABSOLUTE):
+            own = normalize_own_serialization(href, self._rules)
+            if own is not None:  # href is its resolved URL and its key
+                entry = self._judge(own)
+                self._remember(href, entry)
+                return entry
         resolved = resolve_against_serialized(href, base)
         if resolved is None:
             reason = normalize(href, base, self._rules)
             assert isinstance(reason, Rejection)
             return ("invalid", f"invalid:{reason.value}")
-        cache = self._cache
-        entry = cache.get(resolved)
-        if entry is None:
-            entry = self._judge(resolved)
-            if len(cache) >= CACHE_SIZE:
-                cache.clear()
-            cache[resolved] = entry
+        cached = self._cache.get(resolved)
+        if cached is None:
+            entry = self._judge(normalize_resolved(resolved, self._rules))
+            self._remember(resolved, entry)
+        else:
+            entry = cached
         if key is not None:
-            if len(cache) >= CACHE_SIZE:
-                cache.clear()
-            cache[key] = entry
+            self._remember(key, entry)
         return entry
 
     def _lookup(

@@ -138,10 +138,11 @@ class Scope:
             f"exclude={[p.pattern for p in self._exclude]!r})"
         )
 
-    def _in_scope(self, url: str) -> bool:
+    def _in_scope(self, url: str, key: str | None) -> bool:
         if self.mode is ScopeMode.PREFIX:
             return url.startswith(self._prefixes)
-        key = host_key(url)
+        if key is None:
+            key = host_key(url)
         known = self._hosts.get(key)
         if known is None:
             known = self._host_in_scope(key)
@@ -165,9 +166,10 @@ class Scope:
             dot = host.find(".", dot + 1)
         return False
 
-    def check(self, url: str) -> Verdict:
-        """The verdict for normalised `url`: off-scope first, then include and exclude."""
-        if not self._in_scope(url):
+    def check(self, url: str, key: str | None = None) -> Verdict:
+        """The verdict for normalised `url` (whose `host_key` is `key`, when the caller has
+        it already): off-scope first, then include and exclude."""
+        if not self._in_scope(url, key):
             return Verdict.OFF_SCOPE
         if self._include and not any(p.search(url) for p in self._include):
             return Verdict.EXCLUDED

@@ -466,6 +466,16 @@ def normalize_resolved(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str |
     return _normalize_serialized(url, rules)
 
 
+def normalize_own_serialization(href: str, rules: NormalizeRules) -> str | Rejection | None:
+    """``normalize(href)`` for a plain absolute `href` (`_plain`, no dot segments), which is
+    its own WHATWG serialization, with one match of the plain shape where resolving and
+    then normalising take two; None for any other href, which must be resolved first."""
+    plain = _plain(href)
+    if plain is None or "/." in plain[3]:
+        return None
+    return _normalize_plain(plain, rules)
+
+
 def _normalize_serialized(url: str, rules: NormalizeRules) -> str | Rejection:
     """The rules of the module docstring applied to any WHATWG serialization, one by one."""
     if url.startswith("https://"):

@@ -5,7 +5,11 @@ older crawl directory is upgraded in place when a newer trawl opens it. A migrat
 never edited once released: a change is a new migration appended to the list.
 
 Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.urls.url_hash),
-so the primary key is the exact insert-if-absent check and no second index is needed.
+so the primary key is the exact insert-if-absent check. In SQLite it is a unique index
+beside the rowid, not the rowid itself: rows are then appended in insertion order and a
+new URL dirties one random leaf of that narrow index instead of one of the table (at 5 M
+URLs in bench.store: commit time 130 -> 92 s). Crawls created when the hash was the rowid
+keep that layout; the SQL is the same for both.
 The frontier reads a partial index holding only QUEUED rows, per host, in rank order
 (migration 6; shallowest first before it).
 
@@ -170,7 +174,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # Each engine's spelling of the few types engines do not share.
 SQLITE_TYPES = {
     "serial_pk": "INTEGER PRIMARY KEY",
-    "hash_pk": "INTEGER PRIMARY KEY",
+    "hash_pk": "BIGINT PRIMARY KEY",
     "blob": "BLOB",
 }
 POSTGRES_TYPES = {
