@@ -49,7 +49,10 @@ TEXT = st.lists(st.one_of(PLAIN_PIECE, PLAIN_PIECE, PLAIN_PIECE, ODD_PIECE), max
 )
 """Path, query or fragment text, mostly of characters the plain shape allows."""
 SCHEME = st.sampled_from(["http://", "https://", "http://", "https://", "HTTP://", "https:"])
-PORT = st.sampled_from(["", "", "", "", ":80", ":443", ":8080"])
+PORT = st.sampled_from(
+    ["", "", "", "", ":80", ":443", ":8080", ":0", ":1", ":080", ":65535", ":65536", ":99999",
+     ":", ":8a"]
+)  # fmt: skip
 
 
 @st.composite
@@ -101,10 +104,15 @@ def test_the_benchmark_shapes_take_the_plain_path() -> None:
         "https://h12.example.com/search?page=3&q=term15",
         "https://h12.example.com/products/5?color=c2&size=4&utm_source=feed#x",
         "https://h12.example.com/blog/2003/05/post-123/",
+        "http://h3.bench.test:18470/articles/2004/post-17.html",
+        "https://h3.bench.test:8443/docs/p3/",
     ):
         assert _plain(url) is not None
         assert normalize_own_serialization(url, DEFAULT_RULES) == normalize(url)
         assert resolve_against_serialized(url, None) == resolve(url, None)
+    # The standard drops a scheme's default port, so such a URL is not its own serialization.
+    assert _plain("https://h3.bench.test:443/docs/p3/") is None
+    assert _plain("http://h3.bench.test:80/docs/p3/") is None
 
 
 RELATIVE = st.one_of(

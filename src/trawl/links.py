@@ -147,11 +147,11 @@ class LinkFilter:
         20 x 500 crawl benchmark judging them again cost 0.07 ms of CPU a page (the
         store benchmark's links, mostly absolute, gain almost nothing from it).
         """
-        if href.startswith(_ABSOLUTE):
-            own = normalize_own_serialization(href, self._rules)
-            if own is not None:  # href is its resolved URL and its key
+        if isinstance(key, str):  # an absolute URL: href, or a scheme-relative one completed
+            own = normalize_own_serialization(key, self._rules)
+            if own is not None:  # key is the resolved URL
                 entry = self._judge(own)
-                self._remember(href, entry)
+                self._remember(key, entry)
                 return entry
         resolved = resolve_against_serialized(href, base)
         if resolved is None:

@@ -198,22 +198,29 @@ segments are resolved by :func:`_join_segments`), a plain query and fragment."""
 
 
 _PLAIN_URL = re.compile(
-    r"(https?://)((?:[a-z0-9-]{1,63}\.)*[a-z][a-z0-9-]{0,62})"
-    r"(/[A-Za-z0-9._~!$&'()*+,=:@/-]*)"
-    r"(?:\?([A-Za-z0-9._~!$&()*+,;=:@/?-]*))?"
+    r"(?P<scheme>https?://)(?P<host>(?:[a-z0-9-]{1,63}\.)*[a-z][a-z0-9-]{0,62})"
+    r"(?P<port>:[1-9][0-9]{0,4})?"
+    r"(?P<path>/[A-Za-z0-9._~!$&'()*+,=:@/-]*)"
+    r"(?:\?(?P<query>[A-Za-z0-9._~!$&()*+,;=:@/?-]*))?"
     r"(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
 )
 """An absolute URL of the shape most links have: lower-case scheme and DNS name (the
-last label starting with a letter, so never an IPv4 number), no port, credentials or
-percent-escapes, no ``;`` in the path, and only characters that no component of the
-WHATWG serialization escapes. Groups: scheme, host, path, query."""
+last label starting with a letter, so never an IPv4 number), a port without leading
+zeros if any, no credentials or percent-escapes, no ``;`` in the path, and only
+characters that no component of the WHATWG serialization escapes."""
+
+_DEFAULT_PORTS = {"http://": ":80", "https://": ":443"}
 
 
 def _plain(url: str) -> re.Match[str] | None:
     """`url`'s parts when it has the `_PLAIN_URL` shape, a host of at most 253 characters
-    and no punycode label; None otherwise."""
+    and no punycode label, and a port, if any, up to 65535 and not the scheme's default
+    (which the standard drops); None otherwise."""
     match = _PLAIN_URL.fullmatch(url)
-    if match is None or len(match[2]) > 253 or "xn--" in match[2]:
+    if match is None or len(match["host"]) > 253 or "xn--" in match["host"]:
+        return None
+    port = match["port"]
+    if port is not None and (int(port[1:]) > 65535 or port == _DEFAULT_PORTS[match["scheme"]]):
         return None
     return match
 
@@ -285,7 +292,7 @@ def resolve_against_serialized(href: str, base: str | None) -> str | None:
     if href.startswith(("http://", "https://")):
         plain = _plain(href)
         # Without dot segments the parser gives such a URL back as it is.
-        if plain is not None and "/." not in plain[3]:
+        if plain is not None and "/." not in plain["path"]:
             return href
     elif base is not None:
         joined = _simple_join(href, base)
@@ -471,7 +478,7 @@ def normalize_own_serialization(href: str, rules: NormalizeRules) -> str | Rejec
     its own WHATWG serialization, with one match of the plain shape where resolving and
     then normalising take two; None for any other href, which must be resolved first."""
     plain = _plain(href)
-    if plain is None or "/." in plain[3]:
+    if plain is None or "/." in plain["path"]:
         return None
     return _normalize_plain(plain, rules)
 
@@ -523,12 +530,14 @@ def _normalize_serialized(url: str, rules: NormalizeRules) -> str | Rejection:
 
 
 def _normalize_plain(parts: re.Match[str], rules: NormalizeRules) -> str | Rejection:
-    """`_normalize_serialized` of a `_plain` URL, which has no escapes, path parameters,
-    port or credentials and a valid host: only the fragment and query rules change it,
+    """`_normalize_serialized` of a `_plain` URL, which has no escapes, path parameters
+    or credentials and a valid host and port: only the fragment and query rules change it,
     and only the length and path rules reject it. Most links have this shape, and this
     takes about half the time (tests/test_url_fast_paths.py holds the two equal)."""
-    scheme, host, path, query = parts.group(1, 2, 3, 4)
-    result = scheme + host + path + ("" if query is None else _normalize_query(query, rules))
+    scheme, host, port, path, query = parts.group("scheme", "host", "port", "path", "query")
+    result = scheme + host + (port or "") + path
+    if query is not None:
+        result += _normalize_query(query, rules)
     if len(result) > rules.max_length:
         return Rejection.TOO_LONG
     return _path_rejection(path, rules.max_path_depth) or result
