@@ -70,8 +70,12 @@ def sqlite_query(data_dir: Path, statement: str) -> Rows:
 
 
 def postgres_query(schema: str, statement: str) -> Rows:
+    """The rows of the first of ``statement``'s statements that returns rows."""
     with pg_connect(schema) as db:
-        return db.execute(statement).fetchall()
+        cursor = db.execute(statement)
+        while cursor.description is None and cursor.nextset():
+            pass
+        return cursor.fetchall()
 
 
 ENGINES: dict[str, EngineKind] = {
@@ -109,6 +113,11 @@ class OpenStore:
     ) -> AsyncIterator[Engine]:
         async with self._kind.make(self._place, pages, discovered) as store:
             yield store
+
+    @property
+    def postgres(self) -> bool:
+        """Whether the store is a PostgreSQL one (else SQLite)."""
+        return self._kind.place == "pg_schema"
 
     def query(self, statement: str) -> Rows:
         """The rows of ``statement``, read from the store's database directly."""

@@ -196,3 +196,26 @@ async def test_hosts_at_an_address_another_worker_holds_are_left_alone(store: En
     assert await store.lease_hosts(B, limit=10, ttl=60, holding={c.host_id}) == []
     (taken,) = await store.lease_hosts(A, limit=10, ttl=60, holding={a.host_id})
     assert taken.name == "b.test"
+
+
+def plan(open_store: OpenStore, statement: str) -> str:
+    """The engine's plan for ``statement`` (PostgreSQL's without sequential scans where
+    anything else can do, as on a table too large to scan)."""
+    if open_store.postgres:
+        rows = open_store.query(f"SET enable_seqscan = off; EXPLAIN {statement}")
+    else:
+        rows = open_store.query(f"EXPLAIN QUERY PLAN {statement}")
+    return " ".join(str(row[-1]) for row in rows)
+
+
+async def test_ending_a_lease_finds_its_claimed_urls_by_index(
+    store: Engine, open_store: OpenStore
+) -> None:
+    await insert(store, *(url("a.test", n) for n in range(50)), url("b.test", 1))
+    (lease,) = await store.lease_hosts(A, limit=1, ttl=60)
+    assert len(await store.claim({lease.host_id: 5}, now=1e12, worker=A)) == 5
+    await store.commit(CommitBatch(releases=[Release(lease.host_id, lease.generation, 0.0)]))
+    assert queued(open_store)["a.test"] == 50
+    # Returning claimed URLs reads only the claimed rows, however large the table grows.
+    requeue = f"UPDATE urls SET state = 0 WHERE host_id = {lease.host_id} AND state = 1"
+    assert "urls_claimed" in plan(open_store, requeue)

@@ -43,6 +43,10 @@ the due ones), ``lastmod``, the latest change time a sitemap gave, ``inlink_leve
 in-link level its priority includes (trawl.inlinks), and ``change_hash``, which tells
 whether the next fetch found the page changed. Pages fetched before it
 are due one initial interval (a day) after their fetch.
+
+Migration 7 indexes the CLAIMED rows by host, so that ending a lease (a release, a
+takeover) returns the host's handed-out URLs to the queue without reading the whole
+``urls`` table: the index holds no more rows than the workers' buffers.
 """
 
 from __future__ import annotations
@@ -167,6 +171,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON urls (host_id, rank, id) WHERE state = 0""",
         "CREATE INDEX IF NOT EXISTS urls_due ON urls (due_at) WHERE state IN (2, 3)",
     ),
+    ("CREATE INDEX IF NOT EXISTS urls_claimed ON urls (host_id) WHERE state = 1",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
