@@ -18,6 +18,7 @@ from trawl.store.base import (
     RobotsRecord,
     State,
 )
+from trawl.store.sqlite import REQUEUE_CLAIMED
 
 __all__ = ["open_store", "pg_schema", "store"]
 
@@ -217,5 +218,5 @@ async def test_ending_a_lease_finds_its_claimed_urls_by_index(
     await store.commit(CommitBatch(releases=[Release(lease.host_id, lease.generation, 0.0)]))
     assert queued(open_store)["a.test"] == 50
     # Returning claimed URLs reads only the claimed rows, however large the table grows.
-    requeue = f"UPDATE urls SET state = 0 WHERE host_id = {lease.host_id} AND state = 1"
+    requeue = REQUEUE_CLAIMED.replace("?", str(lease.host_id))
     assert "urls_claimed" in plan(open_store, requeue)

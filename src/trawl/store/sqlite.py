@@ -522,12 +522,17 @@ def _leased_to(db: sqlite3.Connection, worker: str, host_ids: Sequence[int]) -> 
     return {host_id for host_id, owner, expires in rows if owner == worker and expires >= now}
 
 
+REQUEUE_CLAIMED = (
+    f"UPDATE urls SET state = {int(State.QUEUED)} "
+    f"WHERE host_id = ? AND state = {int(State.CLAIMED)}"
+)
+"""Returns a host's CLAIMED URLs to the queue, reading the partial index of CLAIMED rows
+(migration 7), not the table."""
+
+
 def _requeue_claimed(db: sqlite3.Connection, host_id: int) -> None:
     """Return a host's CLAIMED URLs to the queue (its lease ended with them unanswered)."""
-    moved = db.execute(
-        "UPDATE urls SET state = ? WHERE host_id = ? AND state = ?",
-        (State.QUEUED, host_id, State.CLAIMED),
-    ).rowcount
+    moved = db.execute(REQUEUE_CLAIMED, (host_id,)).rowcount
     db.execute("UPDATE hosts SET queued = queued + ?, claimed = 0 WHERE id = ?", (moved, host_id))
 
 
