@@ -15,6 +15,7 @@ the pipe or dies, even by kill -9: nothing is left behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -285,14 +286,13 @@ def widen_channel(stdin: asyncio.StreamWriter | None) -> None:
     if stdin is None:
         return
     channel = stdin.transport.get_extra_info("socket")
-    try:
+    pipe = stdin.transport.get_extra_info("pipe")
+    # Beyond the system's limit the call fails and the default channel stays: slower, not wrong.
+    with contextlib.suppress(OSError):
         if channel is not None:
             channel.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BYTES)
-        elif hasattr(fcntl, "F_SETPIPE_SZ"):
-            pipe = stdin.transport.get_extra_info("pipe")
+        elif pipe is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
             fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, CHANNEL_BYTES)
-    except OSError:
-        pass  # beyond the system's limit: the default channel still works
 
 
 class ExtractPool(AsyncResource):

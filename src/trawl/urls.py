@@ -225,6 +225,13 @@ def _plain(url: str) -> re.Match[str] | None:
     return match
 
 
+def _own_serialization(href: str) -> re.Match[str] | None:
+    """`href`'s parts when it is its own WHATWG serialization: `_plain` and without dot
+    segments, which the parser would resolve; None otherwise."""
+    plain = _plain(href)
+    return None if plain is None or "/." in plain["path"] else plain
+
+
 def _join_segments(base_path: list[str], path: str) -> str:
     """The standard's path state for a plain `path` against a base path's segments:
     ``.`` and ``..`` segments resolved, a trailing one leaving an empty segment."""
@@ -290,9 +297,7 @@ def resolve_against_serialized(href: str, base: str | None) -> str | None:
     without dot segments) is its own serialization; anything else goes to :func:`resolve`.
     """
     if href.startswith(("http://", "https://")):
-        plain = _plain(href)
-        # Without dot segments the parser gives such a URL back as it is.
-        if plain is not None and "/." not in plain["path"]:
+        if _own_serialization(href) is not None:
             return href
     elif base is not None:
         joined = _simple_join(href, base)
@@ -477,10 +482,8 @@ def normalize_own_serialization(href: str, rules: NormalizeRules) -> str | Rejec
     """``normalize(href)`` for a plain absolute `href` (`_plain`, no dot segments), which is
     its own WHATWG serialization, with one match of the plain shape where resolving and
     then normalising take two; None for any other href, which must be resolved first."""
-    plain = _plain(href)
-    if plain is None or "/." in plain["path"]:
-        return None
-    return _normalize_plain(plain, rules)
+    plain = _own_serialization(href)
+    return None if plain is None else _normalize_plain(plain, rules)
 
 
 def _normalize_serialized(url: str, rules: NormalizeRules) -> str | Rejection:
