@@ -9,10 +9,11 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from trawl.store.base import CommitBatch, NewURL
-from trawl.store.checkpoint import wal_bytes
+from trawl.store.checkpoint import Checkpointer, wal_bytes
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.urls import url_hash
 
@@ -55,6 +56,31 @@ async def test_committed_pages_reach_the_database_file_in_the_background(tmp_pat
         assert path.stat().st_size > empty + 1024 * 1024
         with contextlib.closing(sqlite3.connect(path)) as reader:
             assert reader.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 10 * PER_BATCH
+
+
+def test_checkpoints_are_paced_whatever_the_commit_rate(tmp_path: Path) -> None:
+    path = tmp_path / "paced.db"
+    pause = 0.2
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as writer:
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("CREATE TABLE t (n INTEGER PRIMARY KEY, text TEXT)")
+        checkpointer = Checkpointer(path, pause=pause)
+        started = time.monotonic()
+        commits = 0
+        while commits < 200 or checkpointer.checkpoints < 2:
+            writer.execute("INSERT INTO t (text) VALUES (?)", ("x" * 2000,))
+            checkpointer.committed()
+            commits += 1
+            time.sleep(0.002)
+        elapsed = time.monotonic() - started
+        checkpointer.close()
+        # One checkpoint per commit would be about 200 of them; paced, at most one per pause.
+        assert checkpointer.checkpoints <= elapsed / pause + 1
+        # Pages reached the database file, not only the log.
+        assert path.stat().st_size > 100 * 2000
+        with contextlib.closing(sqlite3.connect(path)) as reader:
+            assert reader.execute("SELECT COUNT(*) FROM t").fetchone()[0] == commits
 
 
 _WRITER = """

@@ -18,7 +18,8 @@ from trawl.store.base import (
     RobotsRecord,
     State,
 )
-from trawl.store.sqlite import REQUEUE_CLAIMED
+from trawl.store.postgres import LEASE
+from trawl.store.sqlite import LEASABLE, REQUEUE_CLAIMED
 
 __all__ = ["open_store", "pg_schema", "store"]
 
@@ -220,3 +221,30 @@ async def test_ending_a_lease_finds_its_claimed_urls_by_index(
     # Returning claimed URLs reads only the claimed rows, however large the table grows.
     requeue = REQUEUE_CLAIMED.replace("?", str(lease.host_id))
     assert "urls_claimed" in plan(open_store, requeue)
+
+
+def lease_statement(open_store: OpenStore, holding: list[int]) -> str:
+    """The engine's statement that finds hosts to lease, with its parameters written in."""
+    if open_store.postgres:
+        return LEASE % {
+            "worker": "'w'",
+            "limit": 1,
+            "ttl": 60,
+            "holding": f"'{{{str(holding)[1:-1]}}}'",
+        }
+    values = ["1e12", "'w'", f"'{holding}'", "'w'", "1e12", "1"]
+    parts = LEASABLE.split("?")
+    return "".join(part + value for part, value in zip(parts, values, strict=False)) + parts[-1]
+
+
+async def test_leasing_walks_the_hosts_with_work_by_index(
+    store: Engine, open_store: OpenStore
+) -> None:
+    await insert(store, *(url(f"h{n}.test", 1) for n in range(20)))
+    held = {lease.host_id for lease in await store.lease_hosts(A, limit=5, ttl=60)}
+    more = await store.lease_hosts(A, limit=5, ttl=60, holding=held)
+    assert len(more) == 5
+    assert held.isdisjoint(lease.host_id for lease in more)
+    # Finding hosts to lease reads the hosts that have work, soonest eligible first, up
+    # to the limit: not every host the crawl knows, once per refill.
+    assert "hosts_with_work" in plan(open_store, lease_statement(open_store, sorted(held)))

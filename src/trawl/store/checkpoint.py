@@ -12,6 +12,12 @@ thread, with a connection of its own, runs PASSIVE checkpoints while the writer 
 every checkpoint still syncs the log before copying and the database after, and a commit
 is durable against a process kill as soon as it is in the log.
 
+Checkpoints are paced: at most one every ``pause`` seconds, whatever the commit rate. A
+crawl commits tens to hundreds of small transactions a second, each rewriting the same
+few hot pages (the hosts table, the upper levels of the indexes); one checkpoint per
+commit copied and synced those pages every time, and waking the thread cost the writer a
+condition variable per commit. Paced, a page written by many commits is copied once.
+
 A PASSIVE checkpoint never completes while the writer keeps appending, so the log would
 never wrap. The writer bounds it: once the log file passes ``wal_limit`` bytes it runs a
 TRUNCATE checkpoint itself; by then the thread has copied and synced nearly everything,
@@ -30,15 +36,19 @@ from trawl.resource import Resource
 
 WAL_LIMIT = 256 * 1024 * 1024
 """Default size of the log file at which the writer checkpoints and truncates it."""
+CHECKPOINT_PAUSE = 0.5
+"""Default seconds between the end of one checkpoint and the start of the next."""
 
 
 class Checkpointer(Resource):
-    """A thread that checkpoints ``path``'s WAL after each :meth:`committed` call."""
+    """A thread that checkpoints ``path``'s WAL after :meth:`committed` calls, at most
+    once every ``pause`` seconds."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, pause: float = CHECKPOINT_PAUSE) -> None:
         self._path = path
+        self._pause = pause
         self._wanted = threading.Event()
-        self._stopping = False
+        self._stop = threading.Event()
         self.checkpoints = 0
         """PASSIVE checkpoints run so far."""
         self._thread = threading.Thread(target=self._run, name="trawl-checkpoint", daemon=True)
@@ -46,11 +56,12 @@ class Checkpointer(Resource):
 
     def committed(self) -> None:
         """Ask for a checkpoint: the writer committed a transaction."""
-        self._wanted.set()
+        if not self._wanted.is_set():
+            self._wanted.set()
 
     def close(self) -> None:
         """Stop the thread after the checkpoint it may be running; idempotent."""
-        self._stopping = True
+        self._stop.set()
         self._wanted.set()
         self._thread.join()
 
@@ -61,10 +72,12 @@ class Checkpointer(Resource):
             while True:
                 self._wanted.wait()
                 self._wanted.clear()
-                if self._stopping:
+                if self._stop.is_set():
                     return
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 self.checkpoints += 1
+                if self._stop.wait(self._pause):
+                    return
         except sqlite3.Error:
             # The writer's own bound on the log takes over; nothing is lost.
             return

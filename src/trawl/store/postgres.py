@@ -125,7 +125,7 @@ SELECT count(*) FROM requeued
 # longer holds: a release still on its way), soonest eligible first; rows another leaser
 # holds locked are skipped, not waited for. A host taken over from an expired lease gets
 # its CLAIMED URLs back in the queue.
-_LEASE = f"""
+LEASE = f"""
 WITH free AS (
     SELECT id, lease_owner IS NOT NULL AS taken_over FROM hosts
     WHERE (queued > 0 OR claimed > 0)
@@ -618,7 +618,7 @@ class PostgresStore(AsyncResource):
         params = {"worker": worker, "limit": limit, "ttl": ttl, "holding": sorted(holding)}
         async with self._transaction() as conn:
             await conn.execute(_ADDRESS_LOCK)
-            cursor = await conn.execute(_LEASE, params)
+            cursor = await conn.execute(LEASE, params)
         rows = await cursor.fetchall()
         return [Lease(*row) for row in sorted(rows, key=lambda r: (r[3], r[0]))]
 

@@ -172,6 +172,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS urls_due ON urls (due_at) WHERE state IN (2, 3)",
     ),
     ("CREATE INDEX IF NOT EXISTS urls_claimed ON urls (host_id) WHERE state = 1",),
+    (
+        """CREATE INDEX IF NOT EXISTS hosts_with_work ON hosts (next_eligible_at, id)
+            WHERE queued > 0 OR claimed > 0""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
