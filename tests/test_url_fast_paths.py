@@ -1,11 +1,13 @@
 """The URL filter's shortcuts give exactly the answers of the general path.
 
-Three shortcuts are checked against the way they avoid: a plain absolute href is taken
+Four shortcuts are checked against the way they avoid: a plain absolute href is taken
 as its own WHATWG serialization (against ada's parse), a plain URL is normalised without
-the step-by-step rules (against those rules), and a relative href's verdict is cached
-under the part of the page URL it depends on (against an uncached normalisation on every
-page). The generated URLs sit on both sides of the plain shape's borders: upper case,
-ports, escapes, dot segments, punycode, IPv4-like hosts, characters the standard escapes.
+the step-by-step rules (against those rules), a plain path-absolute href on a page of a
+plain origin is joined to it (against resolving and normalising), and a relative
+href's verdict is cached under the part of the page URL it depends on (against an
+uncached normalisation on every page). The generated URLs sit on both sides of the
+plain shape's borders: upper case, ports, escapes, dot segments, punycode, IPv4-like
+hosts, characters the standard escapes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from trawl.urls import (
     NormalizeRules,
     _normalize_serialized,
     _plain,
+    is_plain_origin,
     normalize,
+    normalize_on_plain_origin,
     normalize_own_serialization,
     normalize_resolved,
     resolve,
@@ -113,6 +117,42 @@ def test_the_benchmark_shapes_take_the_plain_path() -> None:
     # The standard drops a scheme's default port, so such a URL is not its own serialization.
     assert _plain("https://h3.bench.test:443/docs/p3/") is None
     assert _plain("http://h3.bench.test:80/docs/p3/") is None
+
+
+PLAIN_HOST = st.lists(st.sampled_from(["a", "h12", "www", "x-y", "a--b", "co"]), min_size=1).map(
+    ".".join
+)
+ORIGINS = st.builds("{}{}{}".format, SCHEME, st.one_of(PLAIN_HOST, HOST), PORT)
+"""Origins, half of them on hosts of the plain shape."""
+PATH_ABSOLUTE = st.builds("/{}".format, TEXT)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(origin=ORIGINS, href=PATH_ABSOLUTE, page=st.sampled_from(["/", "/a/b.html?q=1#f"]))
+def test_a_plain_path_absolute_href_joins_a_plain_origin(origin: str, href: str, page: str) -> None:
+    base = resolve(origin + page, None)
+    if base is None or not is_plain_origin(origin):
+        return
+    for rules in (DEFAULT_RULES, NormalizeRules(max_length=40, max_path_depth=3)):
+        joined = normalize_on_plain_origin(origin, href, rules)
+        note(f"base={base!r} joined={joined!r}")
+        if joined is not None:
+            assert joined == normalize(href, base, rules)
+
+
+def test_the_benchmark_shapes_join_their_origin() -> None:
+    for origin in ("https://h12.example.com", "http://h3.bench.test:18470"):
+        assert is_plain_origin(origin)
+        for href in ("/search?page=3&q=term15&utm_source=x", "/blog/2003/05/post-123/", "/a#b"):
+            assert normalize_on_plain_origin(origin, href, DEFAULT_RULES) == normalize(
+                href, origin + "/x/y.html"
+            )
+    # Not plain: the standard would change them (a default port, upper case, credentials).
+    for origin in ("https://h.test:443", "http://H.test", "http://u:p@h.test", "http://[::1]"):
+        assert not is_plain_origin(origin)
+    # Hrefs the join cannot take: scheme-relative, dot segments, escapes.
+    for href in ("//h.test/a", "/a/../b", "/a/./b", "/a%2e/b", "/a;b=1"):
+        assert normalize_on_plain_origin("http://h.test", href, DEFAULT_RULES) is None
 
 
 RELATIVE = st.one_of(

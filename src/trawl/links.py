@@ -31,7 +31,9 @@ from trawl.urls import (
     NormalizeRules,
     Rejection,
     host_key,
+    is_plain_origin,
     normalize,
+    normalize_on_plain_origin,
     normalize_own_serialization,
     normalize_resolved,
     resolve_against_serialized,
@@ -47,13 +49,19 @@ CacheKey = str | tuple[str, str]
 """An absolute or resolved URL, or a relative href with the part of the base it needs."""
 
 
-def _contexts(base: str | None) -> tuple[str, str] | None:
-    """(origin, directory) of a serialized http(s) `base`: everything up to the end of
-    its authority, and everything up to the last ``/`` of its path. None for any other
-    base: its relative hrefs are then keyed by their resolved URL."""
+Contexts = tuple[str, str, str | None]
+"""What a page's relative hrefs depend on (see `_contexts`)."""
+
+
+def _contexts(base: str | None) -> Contexts | None:
+    """(origin, directory, host) of a serialized http(s) `base`: everything up to the end
+    of its authority, everything up to the last ``/`` of its path, and the origin's host
+    key when the origin has the plain shape (`is_plain_origin`), else None. None for any
+    other base: its relative hrefs are then keyed by their resolved URL."""
     if base is None or not base.startswith(_ABSOLUTE):
         return None
-    path = base.find("/", base.find("//") + 2)
+    authority = base.find("//") + 2
+    path = base.find("/", authority)
     if path < 0:
         return None
     end = len(base)
@@ -61,7 +69,9 @@ def _contexts(base: str | None) -> tuple[str, str] | None:
         found = base.find(mark, path)
         if 0 <= found < end:
             end = found
-    return base[:path], base[: base.rfind("/", path, end) + 1]
+    origin = base[:path]
+    host = base[authority:path] if is_plain_origin(origin) else None
+    return origin, base[: base.rfind("/", path, end) + 1], host
 
 
 _NOT_PATH_ABSOLUTE = frozenset("/\\\t\n\r")
@@ -72,7 +82,7 @@ _NOT_PATH_RELATIVE = frozenset(chr(c) for c in range(0x21)) | frozenset("/\\?#")
 slashes, and the starts of a query or fragment (whose meaning takes more of the base)."""
 
 
-def _cache_key(href: str, base: str | None, contexts: tuple[str, str] | None) -> CacheKey | None:
+def _cache_key(href: str, base: str | None, contexts: Contexts | None) -> CacheKey | None:
     """The key under which `href`'s verdict on a page at `base` is cached (see the module
     docstring; `contexts` is ``_contexts(base)``), or None when only its resolved URL
     can be one."""
@@ -122,11 +132,13 @@ class LinkFilter:
         """How many verdicts the cache holds."""
         return len(self._cache)
 
-    def _judge(self, url: str | Rejection) -> Accepted | Dropped:
-        """The verdict on a normalised URL, or on the reason it has none."""
+    def _judge(self, url: str | Rejection, host: str | None = None) -> Accepted | Dropped:
+        """The verdict on a normalised URL (whose `host_key` is `host`, when the caller
+        knows it), or on the reason it has none."""
         if isinstance(url, Rejection):
             return ("invalid", f"invalid:{url.value}")
-        host = host_key(url)
+        if host is None:
+            host = host_key(url)
         verdict = self._scope.check(url, host)
         if verdict is not Verdict.IN:
             return (verdict.value,)
@@ -138,9 +150,15 @@ class LinkFilter:
             cache.clear()
         cache[key] = entry
 
-    def _verdict(self, href: str, base: str | None, key: CacheKey | None) -> Accepted | Dropped:
-        """The verdict on `href`, resolved against `base`, when its cache `key` (None:
-        it has none but its resolved URL) is not cached yet; remembered under that key.
+    def _verdict(
+        self, href: str, base: str | None, key: CacheKey | None, contexts: Contexts | None
+    ) -> Accepted | Dropped:
+        """The verdict on `href`, resolved against `base` (`contexts` is
+        ``_contexts(base)``), when its cache `key` (None: it has none but its resolved
+        URL) is not cached yet; remembered under that key.
+
+        A plain path-absolute href on a page of a plain origin is normalised in one step
+        (`normalize_on_plain_origin`): most links of most sites have that shape.
 
         A keyed verdict is kept under the resolved URL too: a site's relative links name
         the same pages from pages in many directories, under as many keys, and in the
@@ -151,6 +169,12 @@ class LinkFilter:
             own = normalize_own_serialization(key, self._rules)
             if own is not None:  # key is the resolved URL
                 entry = self._judge(own)
+                self._remember(key, entry)
+                return entry
+        elif key is not None and contexts is not None and contexts[2] and href[:1] == "/":
+            url = normalize_on_plain_origin(contexts[0], href, self._rules)
+            if url is not None:
+                entry = self._judge(url, contexts[2])
                 self._remember(key, entry)
                 return entry
         resolved = resolve_against_serialized(href, base)
@@ -168,16 +192,14 @@ class LinkFilter:
             self._remember(key, entry)
         return entry
 
-    def _lookup(
-        self, href: str, base: str | None, contexts: tuple[str, str] | None
-    ) -> Accepted | Dropped:
+    def _lookup(self, href: str, base: str | None, contexts: Contexts | None) -> Accepted | Dropped:
         """The verdict on `href` on a page at `base` (`contexts` is ``_contexts(base)``)."""
         key = _cache_key(href, base, contexts)
         if key is not None:
             cached = self._cache.get(key)
             if cached is not None:
                 return cached
-        return self._verdict(href, base, key)
+        return self._verdict(href, base, key, contexts)
 
     def _drop(self, entry: Accepted | Dropped, batch: CommitBatch) -> None:
         """Count why a verdict makes no candidate: its rejection, or too many hops."""

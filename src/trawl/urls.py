@@ -209,6 +209,14 @@ last label starting with a letter, so never an IPv4 number), a port without lead
 zeros if any, no credentials or percent-escapes, no ``;`` in the path, and only
 characters that no component of the WHATWG serialization escapes."""
 
+_PLAIN_PATH_ABSOLUTE = re.compile(
+    r"(?P<path>/[A-Za-z0-9._~!$&'()*+,=:@/-]*)"
+    r"(?:\?(?P<query>[A-Za-z0-9._~!$&()*+,;=:@/?-]*))?"
+    r"(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
+)
+"""The path, query and fragment of `_PLAIN_URL`, alone: a path-absolute href that a page
+on a plain origin resolves to a plain URL by joining strings."""
+
 _DEFAULT_PORTS = {"http://": ":80", "https://": ":443"}
 
 
@@ -478,6 +486,26 @@ def normalize_resolved(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str |
     return _normalize_serialized(url, rules)
 
 
+def is_plain_origin(origin: str) -> bool:
+    """Whether ``scheme://host[:port]`` (a serialized URL up to its path) has the `_plain`
+    shape's scheme, host and port, as :func:`normalize_on_plain_origin` needs."""
+    return _plain(origin + "/") is not None
+
+
+def normalize_on_plain_origin(
+    origin: str, href: str, rules: NormalizeRules
+) -> str | Rejection | None:
+    """``normalize(href, base)`` for a path-absolute `href` of the plain shape, without
+    dot segments, on a page whose origin is `origin` (`is_plain_origin`): the resolved
+    URL is the two joined, so one match of the href alone does; None for other hrefs."""
+    if href.startswith("//"):
+        return None
+    parts = _PLAIN_PATH_ABSOLUTE.fullmatch(href)
+    if parts is None or "/." in parts["path"]:
+        return None
+    return _normalize_parts(origin, parts["path"], parts["query"], rules)
+
+
 def normalize_own_serialization(href: str, rules: NormalizeRules) -> str | Rejection | None:
     """``normalize(href)`` for a plain absolute `href` (`_plain`, no dot segments), which is
     its own WHATWG serialization, with one match of the plain shape where resolving and
@@ -538,7 +566,15 @@ def _normalize_plain(parts: re.Match[str], rules: NormalizeRules) -> str | Rejec
     and only the length and path rules reject it. Most links have this shape, and this
     takes about half the time (tests/test_url_fast_paths.py holds the two equal)."""
     scheme, host, port, path, query = parts.group("scheme", "host", "port", "path", "query")
-    result = scheme + host + (port or "") + path
+    return _normalize_parts(scheme + host + (port or ""), path, query, rules)
+
+
+def _normalize_parts(
+    origin: str, path: str, query: str | None, rules: NormalizeRules
+) -> str | Rejection:
+    """`_normalize_plain` of a plain URL given as its origin, path and query (None: it
+    has no ``?``)."""
+    result = origin + path
     if query is not None:
         result += _normalize_query(query, rules)
     if len(result) > rules.max_length:
