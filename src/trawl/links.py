@@ -247,7 +247,8 @@ class LinkFilter:
             if isinstance(uid, str) or too_deep:
                 self._drop(entry, batch)
             else:
-                found.append(NewURL(uid, str(entry[1]), str(entry[2]), depth))
+                # The named tuple's own constructor is a Python function; tuple's is not.
+                found.append(tuple.__new__(NewURL, (uid, entry[1], entry[2], depth, 0, None)))
         batch.count("links", total)
         batch.count("duplicates", total - len(seen))
         return found
