@@ -70,7 +70,7 @@ def test_checkpoints_are_paced_whatever_the_commit_rate(tmp_path: Path) -> None:
         commits = 0
         while commits < 200 or checkpointer.checkpoints < 2:
             writer.execute("INSERT INTO t (text) VALUES (?)", ("x" * 2000,))
-            checkpointer.committed()
+            checkpointer.committed(1)
             commits += 1
             time.sleep(0.002)
         elapsed = time.monotonic() - started
@@ -81,6 +81,25 @@ def test_checkpoints_are_paced_whatever_the_commit_rate(tmp_path: Path) -> None:
         assert path.stat().st_size > 100 * 2000
         with contextlib.closing(sqlite3.connect(path)) as reader:
             assert reader.execute("SELECT COUNT(*) FROM t").fetchone()[0] == commits
+
+
+def test_large_transactions_are_checkpointed_without_waiting(tmp_path: Path) -> None:
+    path = tmp_path / "large.db"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as writer:
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("CREATE TABLE t (n INTEGER PRIMARY KEY, text TEXT)")
+        checkpointer = Checkpointer(path, pause=60.0, rows=500)
+        started = time.monotonic()
+        while checkpointer.checkpoints < 4 and time.monotonic() - started < 30:
+            writer.execute("BEGIN")
+            writer.executemany("INSERT INTO t (text) VALUES (?)", [("y" * 100,)] * 1000)
+            writer.execute("COMMIT")
+            checkpointer.committed(1000)
+            time.sleep(0.05)
+        checkpointer.close()
+        # Paced by time alone, a minute would pass between the first two.
+        assert checkpointer.checkpoints >= 4
 
 
 _WRITER = """

@@ -155,8 +155,17 @@ def test_the_benchmark_shapes_join_their_origin() -> None:
         assert normalize_on_plain_origin("http://h.test", href, DEFAULT_RULES) is None
 
 
+SCHEMED = st.builds(
+    "{}:{}".format,
+    st.sampled_from(["mailto", "javascript", "tel", "c", "data", "x-y.z+1", "HTTP", "http",
+                     "Https", "ftp", "wss", "file", "1a"]),
+    TEXT,
+)  # fmt: skip
+"""Hrefs with a scheme: special ones mean something relative to a page of that scheme,
+others the same on every page."""
 RELATIVE = st.one_of(
     TEXT,
+    SCHEMED,
     st.tuples(st.sampled_from(["/", "./", "../", "//", "/\\", "\\", "?", "#", " /", "\t/"]),
               TEXT).map("".join),
     urls(),

@@ -178,6 +178,7 @@ class SQLiteStore(AsyncResource):
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
+        changes = db.total_changes
         try:
             result = work(db)
         except BaseException:
@@ -187,7 +188,7 @@ class SQLiteStore(AsyncResource):
         if self._checkpointer is not None:
             if wal_bytes(self.path) > self._wal_limit:
                 truncate_wal(db)
-            self._checkpointer.committed()
+            self._checkpointer.committed(db.total_changes - changes)
         return result
 
     async def recover(self, worker: str | None = None) -> int:
