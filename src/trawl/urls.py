@@ -197,23 +197,23 @@ _PLAIN_RELATIVE = re.compile(
 segments are resolved by :func:`_join_segments`), a plain query and fragment."""
 
 
-_PLAIN_URL = re.compile(
-    r"(?P<scheme>https?://)(?P<host>(?:[a-z0-9-]{1,63}\.)*[a-z][a-z0-9-]{0,62})"
-    r"(?P<port>:[1-9][0-9]{0,4})?"
+_PLAIN_TAIL = (
     r"(?P<path>/[A-Za-z0-9._~!$&'()*+,=:@/-]*)"
     r"(?:\?(?P<query>[A-Za-z0-9._~!$&()*+,;=:@/?-]*))?"
     r"(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
+)
+"""Path, query and fragment of the plain shape."""
+
+_PLAIN_URL = re.compile(
+    r"(?P<scheme>https?://)(?P<host>(?:[a-z0-9-]{1,63}\.)*[a-z][a-z0-9-]{0,62})"
+    r"(?P<port>:[1-9][0-9]{0,4})?" + _PLAIN_TAIL
 )
 """An absolute URL of the shape most links have: lower-case scheme and DNS name (the
 last label starting with a letter, so never an IPv4 number), a port without leading
 zeros if any, no credentials or percent-escapes, no ``;`` in the path, and only
 characters that no component of the WHATWG serialization escapes."""
 
-_PLAIN_PATH_ABSOLUTE = re.compile(
-    r"(?P<path>/[A-Za-z0-9._~!$&'()*+,=:@/-]*)"
-    r"(?:\?(?P<query>[A-Za-z0-9._~!$&()*+,;=:@/?-]*))?"
-    r"(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
-)
+_PLAIN_PATH_ABSOLUTE = re.compile(_PLAIN_TAIL)
 """The path, query and fragment of `_PLAIN_URL`, alone: a path-absolute href that a page
 on a plain origin resolves to a plain URL by joining strings."""
 
