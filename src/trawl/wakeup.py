@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 
 def _release(waiter: asyncio.Future[None]) -> None:
@@ -42,18 +43,27 @@ class Wakeup:
         A cancellation cancels the wait and cannot be lost: the task awaits a plain
         future, not ``asyncio.wait_for``. ``seconds`` is rounded up to whole
         milliseconds: uvloop's timers count whole milliseconds and round, so a shorter
-        wait would end at once and the caller would spin until its time came.
+        wait would end at once and the caller would spin until its time came. uvloop also
+        counts from the time it read at the start of its turn, so a timer set late in a busy
+        turn can fire early: the wait then goes on for what is left.
         """
         if self._set:
             return
         loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None
-        if seconds is not None:
-            timer = loop.call_later(math.ceil(seconds * 1000) / 1000, _release, waiter)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            waiter = self._waiter = loop.create_future()
+            timer = None
+            if seconds is not None:
+                timer = loop.call_later(math.ceil(seconds * 1000) / 1000, _release, waiter)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if deadline is None or self._set:
+                return
+            seconds = deadline - time.monotonic()
+            if seconds <= 0:
+                return
