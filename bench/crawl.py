@@ -2,6 +2,7 @@
 prints speed and correctness figures.
 
     python -m bench.crawl --hosts 20 --pages 500 [--server nginx|builtin] [--json]
+        [--reference]
 
 trawl runs as a child process (``trawl crawl ... --delay 0 --per-host 1 --fresh``) with
 every host mapped to 127.0.0.1 through ``--resolve``. Its CPU time, its extract workers'
@@ -10,11 +11,16 @@ Speed is reported, never judged. The exit status is 1 when a correctness figure 
 wrong: trawl failed, the unique count or the set of fetched URLs differs from the ground
 truth, a URL was fetched twice, or a host had more requests in flight than
 ``--per-host`` allows.
+
+With ``--reference`` the same site is then crawled by wget, one connection, on a fresh
+server (bench.reference): the C tool the throughput target is set against, measured on
+the same machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -31,6 +37,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.accesslog import LogRecord, duplicate_gets, max_inflight_per_host, page_requests
+from bench.reference import Reference, run_wget, wget_available
 from bench.servers import free_port, host_addresses, nginx_available, port_is_free, serve
 from bench.site import GroundTruth, SiteParams, ensure_site
 
@@ -87,6 +94,8 @@ class BenchResult:
     max_inflight_per_host: int
     trawl_exit: int
     machine: Machine
+    reference: Reference | None = None
+    """wget's figures on the same site and machine, when asked for."""
 
     @property
     def failures(self) -> list[str]:
@@ -136,11 +145,17 @@ class BenchResult:
             ("max in-flight/host", str(self.max_inflight_per_host)),
             ("verdict", "; ".join(self.failures) or "correct"),
         ]
+        if self.reference is not None:
+            rows.append(("reference (wget)", self.reference.line()))
         width = max(len(name) for name, _ in rows)
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "failures": self.failures}, sort_keys=True)
+        figures = {**asdict(self), "failures": self.failures}
+        if self.reference is not None:
+            figures["reference"]["pages_per_second"] = self.reference.pages_per_second
+            figures["reference"]["cpu_ms_per_page"] = self.reference.cpu_ms_per_page
+        return json.dumps(figures, sort_keys=True)
 
 
 def default_work_dir() -> Path:
@@ -229,8 +244,10 @@ def run_bench(
     port: int = DEFAULT_PORT,
     seed: int = 1,
     trawl: Path | None = None,
+    reference: bool = False,
 ) -> BenchResult:
-    """Generate or reuse the site, serve it, crawl it with trawl and measure."""
+    """Generate or reuse the site, serve it, crawl it with trawl and measure; then, with
+    ``reference``, crawl it with wget on a fresh server (bench.reference)."""
     work_dir = work_dir or default_work_dir()
     if not port_is_free(port):
         port = free_port()
@@ -251,7 +268,8 @@ def run_bench(
         if code != 0:
             sys.stderr.write((run / "trawl.err").read_text(errors="replace")[-4000:])
         counters = _link_counters(data) if (data / "crawl.db").is_file() else {}
-    return _result(
+        wget = run_wget(site, truth, port, kind, run / "reference") if reference else None
+    result = _result(
         truth,
         served.records,
         served.kind,
@@ -265,6 +283,7 @@ def run_bench(
         cpu,
         rss,
     )
+    return result if wget is None else dataclasses.replace(result, reference=wget)
 
 
 def _result(
@@ -326,7 +345,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--reference", action="store_true", help="then crawl the site with wget, one connection"
+    )
     args = parser.parse_args(argv)
+    if args.reference and not wget_available():
+        parser.error("--reference needs wget, which is not installed (apt-get install wget)")
     result = run_bench(
         hosts=args.hosts,
         pages=args.pages,
@@ -337,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         work_dir=args.work_dir,
         port=args.port,
         seed=args.seed,
+        reference=args.reference,
     )
     print(result.to_json() if args.json else result.table())
     return 1 if result.failures else 0

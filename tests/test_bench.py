@@ -157,6 +157,7 @@ def bench_result(tmp_path_factory: pytest.TempPathFactory) -> BenchResult:
         server="builtin",
         work_dir=tmp_path_factory.mktemp("run"),
         port=free_port(),
+        reference=True,
     )
 
 
@@ -182,6 +183,31 @@ def test_every_speed_figure_is_printed(bench_result: BenchResult) -> None:
         assert figures[key] > 0, key
     assert figures["machine"]["nproc"] >= 1
     assert figures["failures"] == []
+
+
+def test_the_reference_is_wget_crawling_the_same_site(bench_result: BenchResult) -> None:
+    wget = bench_result.reference
+    assert wget is not None, "wget is needed for the reference (apt-get install wget)"
+    # Each host through its relative links: most of the site, nothing outside it, once each.
+    assert bench_result.ground_truth_fetched // 2 < wget.pages <= bench_result.ground_truth_fetched
+    assert wget.outside_truth == 0
+    assert wget.requests == wget.pages
+    assert wget.wall_seconds > 0
+    assert wget.cpu_seconds > 0
+    assert re.search(r"^reference \(wget\) +\d+\.\d pages/s", bench_result.table(), re.M)
+    assert json.loads(bench_result.to_json())["reference"]["pages_per_second"] > 0
+
+
+def test_the_reference_without_wget_is_a_usage_error(tmp_path: Path) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    command = [sys.executable, "-m", "bench.crawl", "--reference", "--work-dir", str(tmp_path)]
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PATH": str(bare)}
+    )
+    assert done.returncode == 2
+    assert "--reference needs wget" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_command_exits_nonzero_only_for_wrong_figures(tmp_path: Path) -> None:
