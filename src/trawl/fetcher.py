@@ -242,7 +242,9 @@ class Fetcher(AsyncResource):
 
     async def __aenter__(self) -> Self:
         # aiohttp's own DNS cache is off: every new connection asks the guarded resolver,
-        # which caches by TTL and checks each answer before aiohttp connects to it.
+        # which caches by TTL and checks each answer before aiohttp connects to it. The
+        # whole fetch is bounded by `fetch`'s own timeout, so aiohttp keeps only the
+        # connect one: a second total timer per request was pure cost.
         connector = aiohttp.TCPConnector(
             resolver=self._resolver,
             limit=self._concurrency,
@@ -251,9 +253,7 @@ class Fetcher(AsyncResource):
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
-            timeout=aiohttp.ClientTimeout(
-                total=self._timeouts.total, sock_connect=self._timeouts.connect
-            ),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect),
             auto_decompress=False,
             headers={
                 "User-Agent": self._user_agent,
