@@ -9,8 +9,10 @@ machine and the site of the run it is compared with (``python -m bench.crawl
 wget asks for each host's address directly with the host's name in the Host header (the
 name resolution trawl does through ``--resolve``; wget has no such option), so it follows
 each host's relative links and stays on that host; the hosts are crawled one after the
-other. It obeys robots.txt. Its figures are the pages it requested (robots.txt left out),
-the wall time and its CPU time.
+other. It obeys robots.txt and follows no redirect (``--max-redirect=0``): the site's
+redirects name other hosts, which wget would look up in the system's DNS, off loopback.
+Its figures are the pages it requested (robots.txt left out), the wall time and its CPU
+time.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,11 +80,10 @@ def run_wget(site: Path, truth: GroundTruth, port: int, kind: str, run: Path) ->
     if not wget_available():
         raise RuntimeError("the reference needs wget, which is not installed")
     addresses = host_addresses(truth.hosts)
-    hosts: Sequence[str] = truth.hosts
     cpu = 0.0
-    with serve(site, hosts, port, run / "server", kind) as served:
+    with serve(site, truth.hosts, port, run / "server", kind) as served:
         start = time.perf_counter()
-        for host in hosts:
+        for host in truth.hosts:
             cpu += _wget(host, addresses[host], port, run / "wget")
         wall = time.perf_counter() - start
     requests = page_requests(served.records, port)
