@@ -202,13 +202,13 @@ class RssSampler(threading.Thread):
 
 
 def _run_trawl(
-    command: Sequence[str], errors: Path
+    command: Sequence[str], errors: Path, env: dict[str, str] | None = None
 ) -> tuple[int, dict[str, object], float, float, float]:
     """Run trawl; (exit code, JSON summary, wall s, CPU s of it and its workers, peak RSS
     bytes of it and its workers together)."""
     start = time.perf_counter()
     with errors.open("wb") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env)
     sampler = RssSampler(process.pid)
     sampler.start()
     assert process.stdout is not None
@@ -245,26 +245,34 @@ def run_bench(
     seed: int = 1,
     trawl: Path | None = None,
     reference: bool = False,
+    source: Path | None = None,
 ) -> BenchResult:
     """Generate or reuse the site, serve it, crawl it with trawl and measure; then, with
-    ``reference``, crawl it with wget on a fresh server (bench.reference)."""
+    ``reference``, crawl it with wget on a fresh server (bench.reference).
+
+    With ``source`` (the ``src`` directory of another checkout) that checkout's trawl
+    crawls, run by this Python with its dependencies (``python -m trawl``)."""
     work_dir = work_dir or default_work_dir()
     if not port_is_free(port):
         port = free_port()
     site, truth = ensure_site(SiteParams(hosts, pages, port, seed), work_dir)
     trawl = trawl or Path(sys.executable).parent / "trawl"
+    program, env = [str(trawl)], None
+    if source is not None:
+        program = [sys.executable, "-m", "trawl"]
+        env = {**os.environ, "PYTHONPATH": str(source.resolve())}
     kind = server if server != "auto" else ("nginx" if nginx_available() else "builtin")
     with tempfile.TemporaryDirectory(prefix="run-", dir=work_dir) as tmp:
         run = Path(tmp)
         data = run / "trawl-data"
-        command = [str(trawl), "crawl", *truth.seeds]
+        command = [*program, "crawl", *truth.seeds]
         for host, address in host_addresses(truth.hosts).items():
             command += ["--resolve", f"{host}={address}"]
         command += ["--allow-network", "127.0.0.0/8"]
         command += ["--delay", "0", "--per-host", str(per_host), "--concurrency", str(concurrency)]
         command += ["--no-progress", "--json", "--fresh", "--data-dir", str(data), *extra]
         with serve(site, truth.hosts, port, run / "server", kind) as served:
-            code, summary, wall, cpu, rss = _run_trawl(command, run / "trawl.err")
+            code, summary, wall, cpu, rss = _run_trawl(command, run / "trawl.err", env)
         if code != 0:
             sys.stderr.write((run / "trawl.err").read_text(errors="replace")[-4000:])
         counters = _link_counters(data) if (data / "crawl.db").is_file() else {}
