@@ -5,11 +5,16 @@ host backs off."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from conftest import is_page
+from trawl.logs import QUIET_LIBRARIES, configure_logging
 from trawl.testsite import SiteServer, generate_site
 
 
@@ -51,3 +56,30 @@ def test_the_default_shows_no_fetch_lines(tmp_path: Path) -> None:
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "fetch " not in done.stderr
+
+
+@pytest.fixture
+def kept_loggers() -> Iterator[None]:
+    """Put back the loggers `configure_logging` changes."""
+    loggers = [logging.getLogger(name) for name in ("trawl", *QUIET_LIBRARIES)]
+    saved = [(lg, list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
+    yield
+    for lg, handlers, level, propagate in saved:
+        lg.handlers[:] = handlers
+        lg.setLevel(level)
+        lg.propagate = propagate
+
+
+def test_the_database_driver_speaks_only_at_debug_level_or_in_error(
+    kept_loggers: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging("text", "warning")
+    logging.getLogger("psycopg").warning("query cancellation interrupted: closing connection")
+    logging.getLogger("psycopg.pool").warning("discarding closed connection")
+    assert capsys.readouterr().err == ""
+    logging.getLogger("psycopg").error("error processing notice callback")
+    assert capsys.readouterr().err == "trawl: ERROR: error processing notice callback\n"
+    configure_logging("json", "debug")
+    logging.getLogger("psycopg.pool").warning("discarding closed connection")
+    record = json.loads(capsys.readouterr().err)
+    assert (record["logger"], record["level"]) == ("psycopg.pool", "warning")
