@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from trawl.committer import Committer
@@ -17,11 +18,14 @@ def page() -> CommitBatch:
     return batch
 
 
-async def transactions(tmp_path: Path, linger: float, gap: float, pages: int) -> list[int]:
+async def transactions(
+    tmp_path: Path, linger: float, gap: float, pages: int, hurry: int | None = None
+) -> list[int]:
     """Pages per transaction when ``pages`` arrive ``gap`` seconds apart."""
     results: list[CommitResult] = []
     async with SQLiteStore(tmp_path) as store:
-        committer = Committer(store, SeenSet(store, 1000, 0.01), results.append, linger=linger)
+        seen = SeenSet(store, 1000, 0.01)
+        committer = Committer(store, seen, results.append, linger=linger, hurry=hurry)
         runner = asyncio.create_task(committer.run())
         for _ in range(pages):
             await committer.submit(page())
@@ -39,6 +43,12 @@ async def test_without_linger_pages_arriving_apart_commit_apart(tmp_path: Path) 
 
 async def test_linger_gathers_pages_arriving_within_it(tmp_path: Path) -> None:
     assert await transactions(tmp_path, 0.5, 0.01, 3) == [3]
+
+
+async def test_enough_waiting_pages_end_the_linger(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    assert await transactions(tmp_path, 30.0, 0.01, 6, hurry=3) == [3, 3]
+    assert time.perf_counter() - started < 10
 
 
 async def test_pages_already_waiting_share_one_transaction(tmp_path: Path) -> None:

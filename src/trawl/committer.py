@@ -10,12 +10,15 @@ Batching many pages per transaction is what keeps the store cheap. Batches form 
 their own (group commit): whatever arrived while the previous transaction ran goes into
 the next one, up to ``max_batch`` pages; ``linger`` adds a short wait before each
 transaction so that pages trickling in one by one (a politeness delay spacing them out)
-still share one.
+still share one. The wait ends early once ``hurry`` pages are waiting: a page holds its
+crawl slot until it is committed, so lingering with half the slots waiting would leave
+the dispatcher with none to fetch in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -59,10 +62,12 @@ class Committer:
         *,
         max_batch: int = 256,
         linger: float = 0.0,
+        hurry: int | None = None,
         content: ContentStage | None = None,
         on_store: Callable[[float], None] | None = None,
     ) -> None:
-        """``on_store`` hears how long each store transaction took (seconds)."""
+        """``hurry`` (default ``max_batch``) is how many waiting pages end a linger;
+        ``on_store`` hears how long each store transaction took (seconds)."""
         self._on_store = on_store
         self._store = store
         self._content = content
@@ -71,6 +76,8 @@ class Committer:
         self._on_commit = on_commit
         self._max_batch = max_batch
         self._linger = linger
+        self._hurry = min(max_batch, hurry or max_batch)
+        self._enough = asyncio.Event()
         self._queue: asyncio.Queue[CommitBatch | None] = asyncio.Queue(maxsize=4 * max_batch)
         self.pending = 0
         self._drained = asyncio.Event()
@@ -81,6 +88,8 @@ class Committer:
         self.pending += 1
         self._drained.clear()
         await self._queue.put(part)
+        if self._queue.qsize() >= self._hurry - 1:
+            self._enough.set()
 
     async def wait_drained(self) -> None:
         """Wait until everything submitted so far is committed."""
@@ -97,8 +106,11 @@ class Committer:
             first = await self._queue.get()
             if first is None:
                 return
-            if self._linger > 0 and self._queue.qsize() < self._max_batch - 1:
-                await asyncio.sleep(self._linger)
+            if self._linger > 0 and self._queue.qsize() < self._hurry - 1:
+                self._enough.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._linger):
+                        await self._enough.wait()
             batch = CommitBatch()
             merge(batch, first)
             parts = 1
