@@ -13,14 +13,13 @@ the medians and their ratios. The exit status is 1 when any run is incorrect.
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.crawl import BenchResult, run_bench
+from bench.crawl import BenchResult, add_run_arguments, run_from
 
 __all__ = ["Comparison", "compare", "main"]
 
@@ -84,27 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--against", type=Path, required=True, help="another checkout's src")
     parser.add_argument("--runs", type=int, default=3, help="runs of each side")
-    parser.add_argument("--hosts", type=int, default=20)
-    parser.add_argument("--pages", type=int, default=500, help="pages per host")
-    parser.add_argument("--server", choices=("auto", "nginx", "builtin"), default="auto")
-    parser.add_argument("--extra", default="", help="more trawl crawl arguments, one string")
-    parser.add_argument("--work-dir", type=Path, default=None, help="where sites are cached")
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
     if not (args.against / "trawl" / "__init__.py").is_file():
         parser.error(f"--against {args.against}: not a src directory holding trawl")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    extra = shlex.split(args.extra)
 
     def bench(source: Path | None) -> BenchResult:
-        return run_bench(
-            hosts=args.hosts,
-            pages=args.pages,
-            server=args.server,
-            extra=extra,
-            work_dir=args.work_dir,
-            source=source,
-        )
+        return run_from(args, source=source)
 
     comparison = compare(args.against, args.runs, bench)
     print(comparison.table())

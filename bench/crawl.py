@@ -41,7 +41,10 @@ from bench.reference import Reference, run_wget, wget_available
 from bench.servers import free_port, host_addresses, nginx_available, port_is_free, serve
 from bench.site import GroundTruth, SiteParams, ensure_site
 
-__all__ = ["BenchResult", "Machine", "default_work_dir", "main", "run_bench"]
+__all__ = [
+    "BenchResult", "Machine", "add_run_arguments", "default_work_dir", "main", "run_bench",
+    "run_from",
+]  # fmt: skip
 
 DEFAULT_PORT = 18470
 """Port baked into a cached site's links; another free port is used (and a site generated
@@ -339,10 +342,8 @@ def _result(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.crawl", description=__doc__.split("\n")[0]
-    )
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of one benchmark run (site, server, crawl), for `run_from`."""
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--pages", type=int, default=500, help="pages per host")
     parser.add_argument("--server", choices=("auto", "nginx", "builtin"), default="auto")
@@ -352,14 +353,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None, help="where sites are cached")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument(
-        "--reference", action="store_true", help="then crawl the site with wget, one connection"
-    )
-    args = parser.parse_args(argv)
-    if args.reference and not wget_available():
-        parser.error("--reference needs wget, which is not installed (apt-get install wget)")
-    result = run_bench(
+
+
+def run_from(
+    args: argparse.Namespace, *, reference: bool = False, source: Path | None = None
+) -> BenchResult:
+    """`run_bench` with the options `add_run_arguments` parsed."""
+    return run_bench(
         hosts=args.hosts,
         pages=args.pages,
         server=args.server,
@@ -369,8 +369,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         work_dir=args.work_dir,
         port=args.port,
         seed=args.seed,
-        reference=args.reference,
+        reference=reference,
+        source=source,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.crawl", description=__doc__.split("\n")[0]
+    )
+    add_run_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--reference", action="store_true", help="then crawl the site with wget, one connection"
+    )
+    args = parser.parse_args(argv)
+    if args.reference and not wget_available():
+        parser.error("--reference needs wget, which is not installed (apt-get install wget)")
+    result = run_from(args, reference=args.reference)
     print(result.to_json() if args.json else result.table())
     return 1 if result.failures else 0
 
