@@ -1,6 +1,6 @@
 """The WARC writer against real HTTP exchanges with the loopback test site.
 
-Exchanges are captured with a plain aiohttp session that leaves bodies encoded, so the
+Exchanges are captured with trawl's own HTTP client, which leaves bodies encoded, so the
 bytes written are the bytes the server sent. Files are checked with warcio's own command
 line (``warcio check`` verifies every digest) and read back with its ``ArchiveIterator``;
 digests and offsets are also recomputed here from the raw gzip members.
@@ -26,12 +26,12 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from trawl.errors import UsageError
 from trawl.fetcher import exchange_of
+from trawl.http_client import HttpClient
 from trawl.netguard import AddressPolicy
 from trawl.resolver import GuardedResolver
 from trawl.store.base import StorageKey
@@ -81,44 +81,47 @@ def server() -> Iterator[SiteServer]:
 
 
 @pytest.fixture
-async def session(server: SiteServer) -> AsyncIterator[aiohttp.ClientSession]:
-    """A session that reaches the site through trawl's resolver and never decodes bodies."""
+async def session(server: SiteServer) -> AsyncIterator[HttpClient]:
+    """A client that reaches the site through trawl's resolver (it never decodes bodies)."""
     resolver = GuardedResolver(
         AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
     )
-    connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False)
-    async with aiohttp.ClientSession(
-        connector=connector,
-        auto_decompress=False,
-        headers={
-            "User-Agent": "trawl-test/1",
-            "Accept": "text/html,*/*;q=0.5",
-            "Accept-Encoding": "gzip, deflate, br",
-        },
-    ) as opened:
-        yield opened
+    client = HttpClient(
+        resolver,
+        headers=[
+            ("User-Agent", "trawl-test/1"),
+            ("Accept", "text/html,*/*;q=0.5"),
+            ("Accept-Encoding", "gzip, deflate, br"),
+        ],
+        connect_timeout=10,
+        max_idle=4,
+    )
+    yield client
+    await client.close()
     await resolver.close()
 
 
 async def capture(
-    session: aiohttp.ClientSession, server: SiteServer, path: str, *, limit: int | None = None
+    session: HttpClient, server: SiteServer, path: str, *, limit: int | None = None
 ) -> WarcExchange:
     """GET ``path`` and return the exchange as seen on the wire, with the address the
     resolver gave; with ``limit`` only that many body bytes are read and the exchange is
     marked truncated."""
     url = server.site.url(HOST, path)
     fetched_at = time.time()
-    async with session.get(url, allow_redirects=False) as response:
-        if limit is None:
-            body = await response.read()
-        else:
-            body = await response.content.readexactly(limit)
+    with await session.get(url) as response:
+        body = b""
+        async for chunk in response.chunks():
+            body += chunk
+            if limit is not None and len(body) >= limit:
+                body = body[:limit]
+                break
         ip = server.resolve_map()[HOST]
         return exchange_of(url, response, body, fetched_at, ip, truncated=limit is not None)
 
 
 async def capture_all(
-    session: aiohttp.ClientSession, server: SiteServer, paths: Sequence[str]
+    session: HttpClient, server: SiteServer, paths: Sequence[str]
 ) -> list[WarcExchange]:
     """One exchange per path, in order."""
     return [await capture(session, server, path) for path in paths]
@@ -182,7 +185,7 @@ def contents(paths: Sequence[Path]) -> dict[Path, bytes]:
 
 
 async def test_records_give_back_the_bytes_served(
-    server: SiteServer, session: aiohttp.ClientSession, tmp_path: Path
+    server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
     exchanges = await capture_all(session, server, list(SERVED))
     async with WarcWriter(tmp_path, info={"http-header-user-agent": "trawl-test/1"}) as writer:
@@ -230,7 +233,7 @@ async def test_records_give_back_the_bytes_served(
 
 
 async def test_request_and_response_are_paired_and_digests_hold(
-    server: SiteServer, session: aiohttp.ClientSession, tmp_path: Path
+    server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
     exchanges = await capture_all(session, server, ["/page", "/page.gz", "/robots.txt"])
     async with WarcWriter(tmp_path) as writer:
@@ -265,7 +268,7 @@ async def test_request_and_response_are_paired_and_digests_hold(
 
 
 async def test_truncated_body_is_marked(
-    server: SiteServer, session: aiohttp.ClientSession, tmp_path: Path
+    server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
     exchange = await capture(session, server, "/noise", limit=1000)
     async with WarcWriter(tmp_path) as writer:
@@ -279,7 +282,7 @@ async def test_truncated_body_is_marked(
 
 
 async def test_files_rotate_at_the_size_limit(
-    server: SiteServer, session: aiohttp.ClientSession, tmp_path: Path
+    server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
     limit = 4000
     paths = list(SERVED) * 3
@@ -327,7 +330,7 @@ async def test_files_rotate_at_the_size_limit(
 
 
 async def test_writers_sharing_a_directory_never_collide(
-    server: SiteServer, session: aiohttp.ClientSession, tmp_path: Path
+    server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
     exchange = await capture(session, server, "/page")
     async with (
@@ -386,7 +389,7 @@ def keys_then_kill(exchanges: Sequence[WarcExchange], tmp_path: Path) -> list[St
 
 
 async def test_killed_writer_leaves_a_readable_partial_file(
-    server: SiteServer, session: aiohttp.ClientSession, tmp_path: Path
+    server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
     paths = ["/page", "/page.gz", "/noise", "/robots.txt"]
     exchanges = await capture_all(session, server, paths)

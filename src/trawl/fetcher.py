@@ -15,24 +15,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import ipaddress
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, Self
 
-import aiohttp
 import brotli
-import yarl
 
 from trawl.config import Timeouts
+from trawl.http_client import (
+    ConnectFailed,
+    HttpClient,
+    HttpFailure,
+    InvalidTarget,
+    Response,
+    TlsFailed,
+)
 from trawl.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
 from trawl.store.base import StorageKey
 from trawl.warc import WarcExchange
 
-CHUNK = 64 * 1024
+IDLE_CONNECTIONS = 256
+"""Idle keep-alive connections kept at least (one per host a crawl works on at once)."""
 BodyFilter = Callable[[str | None, bytes], bool]
 
 
@@ -166,40 +172,18 @@ def _decoder(encoding: str | None) -> _Decoder | None:
     return None
 
 
-def _peer_address(response: aiohttp.ClientResponse) -> str | None:
-    """The address the response came from, while its connection is still held."""
-    connection = response.connection
-    transport = None if connection is None else connection.transport
-    peer = None if transport is None else transport.get_extra_info("peername")
-    return str(peer[0]) if peer else None
-
-
-def _is_ip_literal(host: str) -> bool:
-    # Most hosts are names: an IPv4 literal ends in a digit and an IPv6 one has a colon,
-    # and ruling the rest out here spares three exceptions inside ipaddress per request.
-    if not host[-1:].isdigit() and ":" not in host:
-        return False
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
 def _error_class(exc: BaseException) -> FetchError:
     if isinstance(exc, TimeoutError):
         return FetchError.TIMEOUT
-    if isinstance(exc, BlockedAddress) or (
-        isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, BlockedAddress)
-    ):
+    if isinstance(exc, BlockedAddress):
         return FetchError.BLOCKED_ADDRESS
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+    if isinstance(exc, NameNotFound):
         return FetchError.DNS
-    if isinstance(exc, aiohttp.ClientSSLError):
+    if isinstance(exc, TlsFailed):
         return FetchError.TLS
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    if isinstance(exc, ConnectFailed):
         return FetchError.CONNECT
-    if isinstance(exc, aiohttp.InvalidURL):
+    if isinstance(exc, InvalidTarget):
         return FetchError.INVALID_URL
     if isinstance(exc, (zlib.error, brotli.error)):
         return FetchError.DECODE
@@ -207,7 +191,7 @@ def _error_class(exc: BaseException) -> FetchError:
 
 
 class Fetcher(AsyncResource):
-    """An aiohttp session configured for polite, bounded crawling."""
+    """trawl's HTTP client configured for polite, bounded crawling."""
 
     def __init__(
         self,
@@ -225,7 +209,7 @@ class Fetcher(AsyncResource):
         self._concurrency = concurrency
         self._resolver = resolver
         self._recorder = recorder
-        self._session: aiohttp.ClientSession | None = None
+        self._client: HttpClient | None = None
 
     @property
     def resolver_stats(self) -> ResolverStats:
@@ -241,34 +225,26 @@ class Fetcher(AsyncResource):
             return None
 
     async def __aenter__(self) -> Self:
-        # aiohttp's own DNS cache is off: every new connection asks the guarded resolver,
-        # which caches by TTL and checks each answer before aiohttp connects to it. The
-        # whole fetch is bounded by `fetch`'s own timeout, so aiohttp keeps only the
-        # connect one: a second total timer per request was pure cost.
-        connector = aiohttp.TCPConnector(
-            resolver=self._resolver,
-            limit=self._concurrency,
-            limit_per_host=0,
-            use_dns_cache=False,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect),
-            auto_decompress=False,
-            headers={
-                "User-Agent": self._user_agent,
-                "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
-                "Accept-Encoding": "gzip, deflate, br",
-            },
-            cookie_jar=aiohttp.DummyCookieJar(),
+        # Every new connection asks the guarded resolver, which caches by TTL and checks
+        # each answer before the client connects to it. Idle connections are kept for
+        # as many hosts as a crawl works on at once, at least.
+        self._client = HttpClient(
+            self._resolver,
+            headers=[
+                ("User-Agent", self._user_agent),
+                ("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"),
+                ("Accept-Encoding", "gzip, deflate, br"),
+            ],
+            connect_timeout=self._timeouts.connect,
+            max_idle=max(IDLE_CONNECTIONS, self._concurrency),
         )
         return self
 
     async def close(self) -> None:
-        """Close the session and its connections; safe to call more than once."""
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
+        """Close the client and its connections; safe to call more than once."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
             await self._resolver.close()
 
     async def fetch(
@@ -283,26 +259,16 @@ class Fetcher(AsyncResource):
 
         With ``validators`` the GET is conditional: a 304 answer has no body and means
         the page has not changed since the answer that gave them."""
-        if self._session is None:
+        if self._client is None:
             raise RuntimeError("Fetcher used outside its context")
         cap = self._max_body if max_body is None else max_body
         started = time.monotonic()
         try:
             async with asyncio.timeout(self._timeouts.total):
-                # The URL is already normalised and percent-encoded: tell yarl not to
-                # parse and re-quote it (a measurable share of each request's CPU).
-                target = yarl.URL(url, encoded=True)
-                if target.raw_host is not None and _is_ip_literal(target.raw_host):
-                    # aiohttp connects to an IP literal without asking the resolver.
-                    await self._resolver.addresses(target.raw_host)
                 headers = None if validators is None else validators.headers()
-                async with self._session.get(
-                    target, allow_redirects=False, headers=headers
-                ) as response:
+                with await self._client.get(url, headers) as response:
                     result, exchange = await self._read(url, response, accept, cap, started)
-        except (
-            aiohttp.ClientError, BlockedAddress, TimeoutError, zlib.error, brotli.error, ValueError
-        ) as exc:  # fmt: skip
+        except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
             return FetchResult(
                 url=url, status=None, elapsed=time.monotonic() - started, error=_error_class(exc)
             )
@@ -315,22 +281,21 @@ class Fetcher(AsyncResource):
     async def _read(
         self,
         url: str,
-        response: aiohttp.ClientResponse,
+        response: Response,
         accept: BodyFilter | None,
         cap: int,
         started: float,
     ) -> tuple[FetchResult, WarcExchange | None]:
         """The response read as far as wanted, and what to archive of it (None without
         a recorder)."""
-        headers = response.headers
-        content_type = headers.get("Content-Type")
+        content_type = response.header("Content-Type")
         declared = response.content_length
-        decoder = _decoder(headers.get("Content-Encoding"))
+        decoder = _decoder(response.header("Content-Encoding"))
         body = bytearray()
         truncated = False
         # What the archive keeps: the body as received (still content-encoded), capped.
         wire: bytearray | None = None if self._recorder is None else bytearray()
-        peer = _peer_address(response)
+        peer = response.peer
         if decoder is None:
             wanted = False
         elif accept is not None and content_type:
@@ -340,7 +305,7 @@ class Fetcher(AsyncResource):
         sniff = accept is not None and not content_type
         received = 0
         if wanted and decoder is not None:
-            async for chunk in response.content.iter_chunked(CHUNK):
+            async for chunk in response.chunks():
                 received += len(chunk)
                 if wire is not None:
                     wire += chunk[: cap - len(wire)]
@@ -375,23 +340,23 @@ class Fetcher(AsyncResource):
             url=url,
             status=response.status,
             content_type=content_type,
-            location=headers.get("Location"),
-            retry_after=headers.get("Retry-After"),
-            robots_tags=tuple(headers.getall("X-Robots-Tag", ())),
+            location=response.header("Location"),
+            retry_after=response.header("Retry-After"),
+            robots_tags=response.header_all("X-Robots-Tag"),
             body=bytes(body),
             length=length,
             truncated=truncated,
             elapsed=time.monotonic() - started,
             received=received,
-            etag=headers.get("ETag"),
-            last_modified=headers.get("Last-Modified"),
+            etag=response.header("ETag"),
+            last_modified=response.header("Last-Modified"),
         )
         return result, exchange
 
 
 def exchange_of(
     url: str,
-    response: aiohttp.ClientResponse,
+    response: Response,
     body: bytes,
     fetched_at: float,
     ip: str | None,
@@ -402,9 +367,9 @@ def exchange_of(
     status line and headers received as they came, and ``body`` as read off the wire."""
     return WarcExchange(
         url=url,
-        request_headers=list(response.request_info.headers.items()),
+        request_headers=list(response.request_headers),
         status=response.status,
-        reason=response.reason or "",
+        reason=response.reason,
         response_headers=[
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in response.raw_headers
@@ -413,5 +378,5 @@ def exchange_of(
         fetched_at=fetched_at,
         ip=ip,
         truncated=truncated,
-        http_version="{}.{}".format(*(response.version or aiohttp.HttpVersion11)),
+        http_version=response.version,
     )

@@ -1,13 +1,13 @@
 """Name resolution for the fetcher: overrides, a TTL-honouring DNS cache, and the SSRF check.
 
-aiohttp asks :class:`GuardedResolver` for a host's addresses whenever it opens a
-connection (its own DNS cache is off), and connects only to what it gets back. So the
+trawl's HTTP client asks :class:`GuardedResolver` for a host's addresses whenever it
+opens a connection, and connects only to what it gets back. So the
 addresses checked against the :class:`~trawl.netguard.AddressPolicy` are the very ones
 connected to: there is no second, unchecked lookup, and a DNS answer that changes from a
 public address to a private one (rebinding) is checked again when it changes. Refused
 addresses are dropped from an answer; when none is left the lookup fails with
 :class:`BlockedAddress`, which the fetcher reports as ``blocked_address``. TLS is still
-verified against the host name, since aiohttp connects by address but names the host.
+verified against the host name, since the client connects by address but names the host.
 
 Where the addresses come from, in order:
 
@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import aiodns
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from trawl.netguard import AddressPolicy
 
@@ -123,8 +122,8 @@ class _Cached:
     expires: float
 
 
-class GuardedResolver(AbstractResolver):
-    """aiohttp's resolver seam: overrides, a TTL cache and the address policy."""
+class GuardedResolver:
+    """The HTTP client's resolver: overrides, a TTL cache and the address policy."""
 
     def __init__(
         self,
@@ -195,24 +194,6 @@ class GuardedResolver(AbstractResolver):
         self._cache.move_to_end(name)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results: list[ResolveResult] = []
-        for address in await self.addresses(host):
-            ip = ipaddress.ip_address(address)
-            results.append(
-                ResolveResult(
-                    hostname=host,
-                    host=address,
-                    port=port,
-                    family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                    proto=0,
-                    flags=socket.AI_NUMERICHOST,
-                )
-            )
-        return results
 
     async def close(self) -> None:
         await self._backend.close()
