@@ -342,7 +342,7 @@ async def test_sequential_gets_to_one_origin_share_one_connection(client: HttpCl
 
 
 @pytest.mark.parametrize("closing", ["close", "close twice", "with block"])
-async def test_partialclosed_mid_body_does_not_return_its_connection(
+async def test_response_closed_mid_body_does_not_return_its_connection(
     client: HttpClient, closing: str
 ) -> None:
     routes: dict[str, Action] = {
@@ -368,6 +368,25 @@ async def test_partialclosed_mid_body_does_not_return_its_connection(
         assert await fetch_body(client, server.url("/full")) == b"full"
     assert client.opened == 2
     assert server.paths() == [["/partial"], ["/full"]]
+
+
+async def test_an_answer_wholly_arrived_but_unread_returns_its_connection(
+    client: HttpClient,
+) -> None:
+    # A redirect or an unwanted page is not read, but its small body came with its head:
+    # the connection is as good as one read to its end.
+    routes = {
+        "/moved": response(b"gone", b"Location: /full", status=b"301 Moved Permanently"),
+        "/full": response(b"ok"),
+    }
+    async with RawServer(answer(routes)) as server:
+        async with asyncio.timeout(DEADLINE):
+            moved = await client.get(server.url("/moved"))  # the answer comes in one write
+            moved.close()
+        assert client.idle == 1
+        assert await fetch_body(client, server.url("/full")) == b"ok"
+    assert client.opened == 1
+    assert server.paths() == [["/moved", "/full"]]
 
 
 @pytest.mark.parametrize(

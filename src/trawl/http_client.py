@@ -72,13 +72,12 @@ def _decode(value: bytes) -> str:
 class _Connection(asyncio.Protocol):
     """One TCP (or TLS) connection and the answer to its current request."""
 
-    def __init__(self, origin: Origin, on_lost: _Pool) -> None:
+    def __init__(self, origin: Origin, pool: _Pool) -> None:
         self.origin = origin
-        self._pool = on_lost
+        self._pool = pool
         self.transport: asyncio.Transport | None = None
         self.peer: str | None = None
         self.idle_since = 0.0
-        self.used = False
         self.closed = False
         self._parser: httptools.HttpResponseParser | None = None
         self._head_bytes = self._head_size = 0
@@ -241,15 +240,23 @@ class _Connection(asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        """True when the answer was read to its end and the connection may carry another."""
+        """True when the whole answer has arrived (read or not) and the connection may
+        carry another request."""
         return (
             self._complete
             and not self._spoiled
             and self._keep_alive
-            and not self._body
             and self._error is None
             and not self.closed
         )
+
+    def discard_body(self) -> None:
+        """Drop what is left unread of the answer."""
+        self._body.clear()
+        self._buffered = 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
 
     @property
     def answered(self) -> bool:
@@ -402,11 +409,13 @@ class Response:
             yield chunk
 
     def close(self) -> None:
-        """Done with the answer: a connection read to its end goes back to the pool."""
+        """Done with the answer: a connection whose answer has wholly arrived, read or
+        not (a small body comes with its head), goes back to the pool."""
         connection, self._connection = self._connection, None
         if connection is None:
             return
         if connection.reusable and not self._client.closed:
+            connection.discard_body()
             self._client._pool.put(connection)
         else:
             connection.close()
