@@ -95,6 +95,7 @@ class _Connection(asyncio.Protocol):
         self._received_any = False
         self._error: HttpFailure | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._loop = asyncio.get_running_loop()  # made by the loop's connection factory
 
     # asyncio.Protocol
 
@@ -269,7 +270,7 @@ class _Connection(asyncio.Protocol):
         return b"content-length" not in names and b"transfer-encoding" not in names
 
     async def _wait(self) -> None:
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = self._loop.create_future()
         try:
             await self._waiter
         finally:
