@@ -114,15 +114,23 @@ def nginx_config(
     return "\n".join(lines) + "\n"
 
 
-def _wait_listening(port: int, process: subprocess.Popen[bytes], errors: Path) -> None:
+def _wait_listening(
+    addresses: Sequence[str], port: int, process: subprocess.Popen[bytes], errors: Path
+) -> None:
+    """Return once every one of ``addresses`` accepts connections on ``port`` (the
+    built-in server starts listening on them one after the other)."""
     deadline = time.monotonic() + _START_TIMEOUT
+    waiting = list(addresses)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited at start: {errors.read_text(errors='replace')}")
-        with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), 0.2):
-            return
+        with contextlib.suppress(OSError), socket.create_connection((waiting[0], port), 0.2):
+            waiting.pop(0)
+            if not waiting:
+                return
+            continue
         time.sleep(0.02)
-    raise RuntimeError(f"server did not listen on {LOOPBACK}:{port}")
+    raise RuntimeError(f"server did not listen on {waiting[0]}:{port}")
 
 
 def _nginx_version() -> str:
@@ -162,7 +170,7 @@ def serve(
         )
     served = ServedSite(kind, port, version)
     try:
-        _wait_listening(port, process, errors)
+        _wait_listening(sorted(set(host_addresses(hosts).values())), port, process, errors)
         yield served
     finally:
         if process.poll() is None:

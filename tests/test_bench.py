@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from bench.accesslog import (
     parse_log,
 )
 from bench.crawl import BenchResult, run_bench, tree_rss
-from bench.servers import free_port
+from bench.servers import free_port, host_addresses, serve
 from bench.site import DOMAIN, GroundTruth, SiteParams, ensure_site
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +148,18 @@ def test_site_is_deterministic_and_cached(
     marker.write_text("kept")
     ensure_site(truth.params, tmp_path)
     assert marker.exists()
+
+
+def test_every_host_address_accepts_once_the_built_in_server_is_served(tmp_path: Path) -> None:
+    # It starts listening on its addresses one after the other; a client that connects
+    # to the last host at once must not be refused.
+    port = free_port()
+    site, truth = ensure_site(SiteParams(30, 4, port), tmp_path / "sites")
+    addresses = sorted(set(host_addresses(truth.hosts).values()))
+    assert len(addresses) == 30
+    with serve(site, truth.hosts, port, tmp_path / "run", "builtin"):
+        for address in reversed(addresses):
+            socket.create_connection((address, port), timeout=1).close()
 
 
 @pytest.fixture(scope="module")
