@@ -130,6 +130,31 @@ def robots_site(port: int) -> Site:
     return Site.build(port, routes, [f"http://{host}/" for host in hosts])
 
 
+SLOW_ANSWER = 0.1
+"""Seconds the slow host takes to answer each request."""
+
+
+def slow_answers_site(port: int) -> Site:
+    """One host that takes ``SLOW_ANSWER`` to answer every page."""
+    pages = [f"/s{n}.html" for n in range(4)]
+    routes = {"http://slow.test/": page(*pages, delay=SLOW_ANSWER)}
+    routes |= {f"http://slow.test{p}": page(delay=SLOW_ANSWER) for p in pages}
+    return Site.build(port, routes, ["http://slow.test/"])
+
+
+async def test_a_host_rests_the_response_factor_times_its_response_time(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(slow_answers_site) as server:
+        politeness = Politeness(delay=0.0, response_factor=3.0)
+        await crawl(server, politeness=politeness, soft_404=False)
+        gaps = server.gaps("slow.test")
+    assert len(gaps) == 4
+    # The server's time to answer, request out to last byte in, is at least its delay.
+    assert min(gaps) >= 3 * SLOW_ANSWER * 0.95, gaps
+    assert max(gaps) < 3 * SLOW_ANSWER + 0.5, gaps
+
+
 async def test_robots_rules_missing_robots_failing_robots_and_crawl_delay(
     crawl: CrawlRunner,
 ) -> None:

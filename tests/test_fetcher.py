@@ -163,6 +163,18 @@ async def test_timeout_is_reported_as_such(server: SiteServer, fetcher: Fetcher)
     assert 0.4 <= result.elapsed < 1.5
 
 
+async def test_response_time_is_the_answers_and_the_whole_fetch_when_unanswered(
+    server: SiteServer, fetcher: Fetcher
+) -> None:
+    answered = await fetcher.fetch(server.site.url("fetch.test", "/target"))
+    assert 0 < answered.response_time <= answered.elapsed
+    timed_out = await fetcher.fetch(server.site.url("fetch.test", "/slow"))
+    assert timed_out.response_time == timed_out.elapsed
+    cut = await fetcher.fetch(server.site.url("fetch.test", "/plain-big"))
+    assert cut.truncated
+    assert cut.response_time == cut.elapsed  # the rest of the answer was never read
+
+
 async def test_refused_connection_is_reported_as_connect(fetcher: Fetcher) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))  # bound but not listening: connections are refused

@@ -389,6 +389,27 @@ async def test_an_answer_wholly_arrived_but_unread_returns_its_connection(
     assert server.paths() == [["/moved", "/full"]]
 
 
+async def test_answered_in_is_the_servers_time_not_the_readers(client: HttpClient) -> None:
+    async def slow_body(connection: Connection) -> None:
+        await connection.read_request()
+        await connection.send(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+        await asyncio.sleep(0.3)
+        await connection.send(b"body")
+        await connection.wait_hangup()
+
+    async with RawServer(slow_body) as server, asyncio.timeout(DEADLINE):
+        started = time.monotonic()
+        answer = await client.get(server.url("/"))
+        assert answer.answered_in is None  # the body is still on its way
+        await asyncio.sleep(0.6)  # the reader is late: the body arrived meanwhile
+        assert b"".join([chunk async for chunk in answer.chunks()]) == b"body"
+        waited = time.monotonic() - started
+        answered_in = answer.answered_in
+        answer.close()
+    assert answered_in is not None
+    assert 0.3 <= answered_in < 0.55 < waited
+
+
 @pytest.mark.parametrize(
     "first",
     [

@@ -675,7 +675,7 @@ class Crawler:
         failed = (result.status or 0) >= 500 or result.error in BREAKER_ERRORS
         extra_wait = max(extra_wait, self._breaker_pause(slot, failed, batch))
         extra_wait = max(extra_wait, self._rules.delay_of(slot.name))
-        self._scheduler.finished(slot, result.elapsed, extra_wait)
+        self._scheduler.finished(slot, result.response_time, extra_wait)
         self._wake.set()
         if answered:
             self._extracting += 1

@@ -74,6 +74,10 @@ class FetchResult:
     length: int | None = None
     truncated: bool = False
     elapsed: float = 0.0
+    response_time: float = 0.0
+    """The server's time to answer (`Response.answered_in`): what the host's politeness
+    delay scales with. The whole fetch's ``elapsed`` when the answer was not read to its
+    end or never came."""
     error: FetchError | None = None
     archived: StorageKey | None = None
     """Where the exchange was archived (WARC file and offset), when a recorder is set."""
@@ -269,8 +273,13 @@ class Fetcher(AsyncResource):
                 with await self._client.get(url, headers) as response:
                     result, exchange = await self._read(url, response, accept, cap, started)
         except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
+            elapsed = time.monotonic() - started
             return FetchResult(
-                url=url, status=None, elapsed=time.monotonic() - started, error=_error_class(exc)
+                url=url,
+                status=None,
+                elapsed=elapsed,
+                response_time=elapsed,
+                error=_error_class(exc),
             )
         if self._recorder is None or exchange is None:
             return result
@@ -322,6 +331,7 @@ class Fetcher(AsyncResource):
             else:
                 # The stream ended: a compressed body cut off early is partial content.
                 truncated = not decoder.complete
+        answered_in = response.answered_in  # known only until the response is closed
         if not wanted:
             response.close()
             length = declared
@@ -336,6 +346,7 @@ class Fetcher(AsyncResource):
             exchange = exchange_of(
                 url, response, bytes(wire), time.time(), peer, truncated=truncated or not wanted
             )
+        elapsed = time.monotonic() - started
         result = FetchResult(
             url=url,
             status=response.status,
@@ -346,7 +357,8 @@ class Fetcher(AsyncResource):
             body=bytes(body),
             length=length,
             truncated=truncated,
-            elapsed=time.monotonic() - started,
+            elapsed=elapsed,
+            response_time=elapsed if answered_in is None else answered_in,
             received=received,
             etag=response.header("ETag"),
             last_modified=response.header("Last-Modified"),

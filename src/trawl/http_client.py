@@ -78,6 +78,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: str | None = None
         self.idle_since = 0.0
+        self.completed_at: float | None = None
+        """When the whole answer to the current request had arrived (monotonic clock)."""
         self.closed = False
         self._parser: httptools.HttpResponseParser | None = None
         self._head_bytes = self._head_size = 0
@@ -133,6 +135,7 @@ class _Connection(asyncio.Protocol):
             return
         if self._headers_done and self._until_close():
             self._complete = True
+            self.completed_at = time.monotonic()
             self._wake()
         else:
             self._fail(ProtocolFailed("the connection closed before the response was complete"))
@@ -196,6 +199,7 @@ class _Connection(asyncio.Protocol):
             self._reason, self._headers, self._head_bytes, self._head_size = b"", [], 0, 0
             return
         self._complete = True
+        self.completed_at = time.monotonic()
         self._wake()
 
     # the request
@@ -211,6 +215,7 @@ class _Connection(asyncio.Protocol):
         self._body.clear()
         self._buffered = 0
         self._complete = self._spoiled = self._headers_done = self._received_any = False
+        self.completed_at = None
         self._error = None
         self.transport.write(request)
 
@@ -370,8 +375,10 @@ class Response:
         client: HttpClient,
         connection: _Connection,
         request_headers: list[tuple[str, str]],
+        started_at: float,
     ) -> None:
         self._client = client
+        self._started_at = started_at
         self._connection: _Connection | None = connection
         self.status = connection._status
         self.reason = _decode(connection._reason)
@@ -384,6 +391,16 @@ class Response:
             self._by_name.setdefault(name.decode("latin-1").lower(), []).append(
                 _decode(value.strip(b" \t"))
             )
+
+    @property
+    def answered_in(self) -> float | None:
+        """Seconds from the request going out (its connection opening, for a new one) to
+        the last byte of the answer arriving: the server's time, without the wait for
+        the event loop to hand the answer over. None until the whole answer is in."""
+        connection = self._connection
+        if connection is None or connection.completed_at is None:
+            return None
+        return connection.completed_at - self._started_at
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (any case), or None."""
@@ -471,6 +488,7 @@ class HttpClient:
         payload = (request + "\r\n").encode("utf-8", "surrogateescape")
         connection = self._pool.take(origin)
         if connection is not None:
+            started = time.monotonic()
             connection.send(payload)
             try:
                 await connection.head()
@@ -483,7 +501,8 @@ class HttpClient:
                 connection.close()
                 raise
             else:
-                return Response(self, connection, sent)
+                return Response(self, connection, sent, started)
+        started = time.monotonic()
         connection = await self._connect(origin)
         connection.send(payload)
         try:
@@ -491,7 +510,7 @@ class HttpClient:
         except BaseException:
             connection.close()
             raise
-        return Response(self, connection, sent)
+        return Response(self, connection, sent, started)
 
     async def _connect(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
