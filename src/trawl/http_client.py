@@ -78,6 +78,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: str | None = None
         self.idle_since = 0.0
+        self.opened_at = 0.0
+        """When the connection was asked for (after the name was resolved)."""
         self.completed_at: float | None = None
         """When the whole answer to the current request had arrived (monotonic clock)."""
         self.closed = False
@@ -394,9 +396,10 @@ class Response:
 
     @property
     def answered_in(self) -> float | None:
-        """Seconds from the request going out (its connection opening, for a new one) to
-        the last byte of the answer arriving: the server's time, without the wait for
-        the event loop to hand the answer over. None until the whole answer is in."""
+        """Seconds from the request going out (its connection being opened, for a new
+        one, after the name was resolved) to the last byte of the answer arriving: the
+        server's time, without the wait for the event loop to hand the answer over. None
+        until the whole answer is in."""
         connection = self._connection
         if connection is None or connection.completed_at is None:
             return None
@@ -502,8 +505,8 @@ class HttpClient:
                 raise
             else:
                 return Response(self, connection, sent, started)
-        started = time.monotonic()
         connection = await self._connect(origin)
+        started = connection.opened_at
         connection.send(payload)
         try:
             await connection.head()
@@ -520,6 +523,7 @@ class HttpClient:
             context = self._ssl or _default_context()
         loop = asyncio.get_running_loop()
         failure: BaseException | None = None
+        asked = time.monotonic()
         for address in addresses:
             try:
                 async with asyncio.timeout(self._connect_timeout):
@@ -536,6 +540,7 @@ class HttpClient:
                 failure = exc
                 continue
             self.opened += 1
+            connection.opened_at = asked
             return connection
         if isinstance(failure, TimeoutError):
             raise ConnectFailed(f"connecting to {host}:{port} timed out")
