@@ -3,9 +3,9 @@
 The fetcher needs little of a general client: GET only, no cookies, no redirects, no
 proxies, no automatic decompression, one request in flight per connection. This client
 does that and no more, on an asyncio protocol with the llhttp parser (httptools): on the
-crawl benchmark's server it takes about a quarter of aiohttp's CPU per request, and the
-request path runs on the crawl's one event loop, where every microsecond delays the
-answers of other hosts (and so, through the response-time politeness rule, the crawl).
+crawl benchmark's site it takes about 0.6 of aiohttp's CPU per request, body included
+(``python -m bench.client``), and the request path runs on the crawl's one event loop,
+where every microsecond delays the answers of other hosts.
 
 Every connection goes to an address the guarded resolver has checked, and TLS is
 verified against the host name. Idle connections are pooled per origin, at most
