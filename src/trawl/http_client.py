@@ -228,6 +228,10 @@ class _Connection(asyncio.Protocol):
                 raise self._error
             await self._wait()
 
+    def answer_head(self) -> tuple[int, bytes, str, list[tuple[bytes, bytes]]]:
+        """The answer's status, reason phrase, HTTP version and raw headers."""
+        return self._status, self._reason, self._version, self._headers
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; ProtocolFailed when it is cut short."""
         while True:
@@ -382,10 +386,8 @@ class Response:
         self._client = client
         self._started_at = started_at
         self._connection: _Connection | None = connection
-        self.status = connection._status
-        self.reason = _decode(connection._reason)
-        self.version = connection._version
-        self.raw_headers = connection._headers
+        self.status, reason, self.version, self.raw_headers = connection.answer_head()
+        self.reason = _decode(reason)
         self.request_headers = request_headers
         self.peer = connection.peer
         self._by_name: dict[str, list[str]] = {}
