@@ -437,11 +437,7 @@ class Response:
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if connection.reusable and not self._client.closed:
-            connection.discard_body()
-            self._client._pool.put(connection)
-        else:
-            connection.close()
+        self._client.release(connection)
 
     def __enter__(self) -> Self:
         return self
@@ -516,6 +512,15 @@ class HttpClient:
             connection.close()
             raise
         return Response(self, connection, sent, started)
+
+    def release(self, connection: _Connection) -> None:
+        """Take back a connection whose answer is done with: pooled when the whole
+        answer has arrived and it may carry another request, closed otherwise."""
+        if connection.reusable and not self.closed:
+            connection.discard_body()
+            self._pool.put(connection)
+        else:
+            connection.close()
 
     async def _connect(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
