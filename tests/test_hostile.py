@@ -11,8 +11,8 @@ Memory is measured in crawls of their own, with one hostile page each and no ext
 worker, so the crawl process's high-water mark is the crawler's peak for that page.
 
 Property tests at the end feed the URL filter and the parser what a hostile server can
-send: any string (lone surrogates included, which is how aiohttp hands over undecodable
-header bytes) and any bytes under any charset label.
+send: any string (lone surrogates included, which is how trawl's HTTP client hands over
+undecodable header bytes) and any bytes under any charset label.
 """
 
 from __future__ import annotations
@@ -593,8 +593,8 @@ _MARKUP = st.sampled_from(
     ]
 )  # fmt: skip
 _ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=40)
-"""Any code points, lone surrogates included: aiohttp hands over undecodable header bytes
-(a Location, an X-Robots-Tag) as surrogate escapes."""
+"""Any code points, lone surrogates included: trawl's HTTP client hands over undecodable
+header bytes (a Location, an X-Robots-Tag) as surrogate escapes."""
 
 
 @settings(max_examples=300, deadline=None)
