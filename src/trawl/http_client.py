@@ -142,12 +142,6 @@ class _Connection(asyncio.Protocol):
         else:
             self._fail(ProtocolFailed("the connection closed before the response was complete"))
 
-    def pause_writing(self) -> None:
-        """Requests are small; nothing to pause."""
-
-    def resume_writing(self) -> None:
-        """Requests are small; nothing to resume."""
-
     # httptools callbacks
 
     def on_message_begin(self) -> None:
@@ -237,11 +231,7 @@ class _Connection(asyncio.Protocol):
         while True:
             if self._body:
                 data = self._body.popleft() if len(self._body) == 1 else b"".join(self._body)
-                self._body.clear()
-                self._buffered = 0
-                if self._paused and self.transport is not None:
-                    self._paused = False
-                    self.transport.resume_reading()
+                self.discard_body()
                 yield data
             elif self._complete:
                 return
@@ -263,7 +253,7 @@ class _Connection(asyncio.Protocol):
         )
 
     def discard_body(self) -> None:
-        """Drop what is left unread of the answer."""
+        """Drop what is buffered of the answer, and read on if reading was paused."""
         self._body.clear()
         self._buffered = 0
         if self._paused and self.transport is not None:
@@ -489,22 +479,20 @@ class HttpClient:
         payload = (request + "\r\n").encode("utf-8", "surrogateescape")
         connection = self._pool.take(origin)
         if connection is not None:
-            started = time.monotonic()
-            connection.send(payload)
             try:
-                await connection.head()
+                return await self._ask(connection, payload, sent, time.monotonic())
             except ProtocolFailed:
-                connection.close()
                 if connection.answered:
                     raise
                 # Closed while idle: the server never answered, so ask on a new connection.
-            except BaseException:
-                connection.close()
-                raise
-            else:
-                return Response(self, connection, sent, started)
         connection = await self._connect(origin)
-        started = connection.opened_at
+        return await self._ask(connection, payload, sent, connection.opened_at)
+
+    async def _ask(
+        self, connection: _Connection, payload: bytes, sent: list[tuple[str, str]], started: float
+    ) -> Response:
+        """Send ``payload`` on ``connection`` and wait for the answer's head; the
+        connection is closed if none comes."""
         connection.send(payload)
         try:
             await connection.head()
