@@ -79,6 +79,10 @@ class BenchResult:
     pages_per_host: int
     per_host: int
     wall_seconds: float
+    startup_seconds: float
+    """From trawl's start to the start of the first request the server logged."""
+    shutdown_seconds: float
+    """From the end of the last request the server logged to trawl's exit."""
     pages_fetched: int
     pages_per_second: float
     crawl_pages_per_second: float
@@ -129,6 +133,11 @@ class BenchResult:
             ("machine", f"{m.nproc} CPUs, {m.cpu}, Python {m.python}"),
             ("server", m.server),
             ("wall time", f"{self.wall_seconds:.2f} s"),
+            (
+                "startup, shutdown",
+                f"{self.startup_seconds:.2f} s to the first request, "
+                f"{self.shutdown_seconds:.2f} s after the last",
+            ),
             ("pages/s", f"{self.pages_per_second:.1f} ({self.pages_fetched} unique pages)"),
             ("pages/s (crawl loop)", f"{self.crawl_pages_per_second:.1f}"),
             ("links checked/s", f"{self.links_per_second:.0f} ({self.links_checked} links)"),
@@ -204,11 +213,26 @@ class RssSampler(threading.Thread):
             self.peak = max(self.peak, tree_rss(self.pid))
 
 
-def _run_trawl(
-    command: Sequence[str], errors: Path, env: dict[str, str] | None = None
-) -> tuple[int, dict[str, object], float, float, float]:
-    """Run trawl; (exit code, JSON summary, wall s, CPU s of it and its workers, peak RSS
-    bytes of it and its workers together)."""
+@dataclass(frozen=True, slots=True)
+class TrawlRun:
+    """One trawl process as the benchmark saw it."""
+
+    code: int
+    summary: dict[str, object]
+    wall: float
+    """Seconds from start to exit."""
+    cpu: float
+    """CPU seconds of it and its workers."""
+    rss: float
+    """Peak resident bytes of it and its workers together."""
+    started: float
+    exited: float
+    """Start and exit in seconds since the epoch: the server's log uses that clock."""
+
+
+def _run_trawl(command: Sequence[str], errors: Path, env: dict[str, str] | None = None) -> TrawlRun:
+    """Run trawl to its exit and measure it."""
+    started = time.time()
     start = time.perf_counter()
     with errors.open("wb") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env)
@@ -221,17 +245,18 @@ def _run_trawl(
     sampler.join()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
     try:
         summary = json.loads(out)
     except json.JSONDecodeError:
         summary = {}
-    return (
-        process.returncode,
-        summary,
-        wall,
-        usage.ru_utime + usage.ru_stime,
-        float(max(sampler.peak, usage.ru_maxrss * 1024)),
+    return TrawlRun(
+        code=os.waitstatus_to_exitcode(status),
+        summary=summary,
+        wall=wall,
+        cpu=usage.ru_utime + usage.ru_stime,
+        rss=float(max(sampler.peak, usage.ru_maxrss * 1024)),
+        started=started,
+        exited=started + wall,
     )
 
 
@@ -275,24 +300,13 @@ def run_bench(
         command += ["--delay", "0", "--per-host", str(per_host), "--concurrency", str(concurrency)]
         command += ["--no-progress", "--json", "--fresh", "--data-dir", str(data), *extra]
         with serve(site, truth.hosts, port, run / "server", kind) as served:
-            code, summary, wall, cpu, rss = _run_trawl(command, run / "trawl.err", env)
-        if code != 0:
+            trawl_run = _run_trawl(command, run / "trawl.err", env)
+        if trawl_run.code != 0:
             sys.stderr.write((run / "trawl.err").read_text(errors="replace")[-4000:])
         counters = _link_counters(data) if (data / "crawl.db").is_file() else {}
         wget = run_wget(site, truth, port, kind, run / "reference") if reference else None
     result = _result(
-        truth,
-        served.records,
-        served.kind,
-        served.version,
-        port,
-        per_host,
-        code,
-        summary,
-        counters,
-        wall,
-        cpu,
-        rss,
+        truth, served.records, served.kind, served.version, port, per_host, trawl_run, counters
     )
     return result if wget is None else dataclasses.replace(result, reference=wget)
 
@@ -304,30 +318,31 @@ def _result(
     version: str,
     port: int,
     per_host: int,
-    code: int,
-    summary: dict[str, object],
+    run: TrawlRun,
     counters: dict[str, int],
-    wall: float,
-    cpu: float,
-    rss: float,
 ) -> BenchResult:
     requests = page_requests(records, port)
     fetched = set(requests)
     links = counters.get("links", 0)
     peaks = max_inflight_per_host(records)
-    crawl_rate = summary.get("pages_per_second", 0.0)
+    crawl_rate = run.summary.get("pages_per_second", 0.0)
+    first = min((r.start for r in records), default=run.exited)
+    last = max((r.end for r in records), default=run.started)
+    wall = run.wall
     return BenchResult(
         hosts=truth.params.hosts,
         pages_per_host=truth.params.pages,
         per_host=per_host,
         wall_seconds=round(wall, 3),
+        startup_seconds=round(max(0.0, first - run.started), 3),
+        shutdown_seconds=round(max(0.0, run.exited - last), 3),
         pages_fetched=len(fetched),
         pages_per_second=round(len(fetched) / wall, 1),
         crawl_pages_per_second=float(crawl_rate) if isinstance(crawl_rate, int | float) else 0.0,
         links_checked=links,
         links_per_second=round(links / wall, 1),
-        cpu_ms_per_page=round(cpu * 1000 / max(1, len(fetched)), 3),
-        peak_rss_mb=round(rss / 2**20, 1),
+        cpu_ms_per_page=round(run.cpu * 1000 / max(1, len(fetched)), 3),
+        peak_rss_mb=round(run.rss / 2**20, 1),
         unique_discovered=int(counters.get("discovered", -1)),
         ground_truth_discovered=len(truth.discovered),
         ground_truth_fetched=len(truth.fetched),
@@ -337,7 +352,7 @@ def _result(
         robots_requests=sum(1 for r in records if urlsplit(r.uri).path == "/robots.txt"),
         duplicate_gets=duplicate_gets(requests),
         max_inflight_per_host=max(peaks.values(), default=0),
-        trawl_exit=code,
+        trawl_exit=run.code,
         machine=Machine.here(f"{kind} {version}"),
     )
 

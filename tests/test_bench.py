@@ -198,6 +198,20 @@ def test_every_speed_figure_is_printed(bench_result: BenchResult) -> None:
     assert figures["failures"] == []
 
 
+def test_startup_and_shutdown_are_the_wall_time_around_the_requests(
+    bench_result: BenchResult,
+) -> None:
+    r = bench_result
+    # The interpreter and its imports come before the first request, so startup is never 0.
+    assert 0 < r.startup_seconds < r.wall_seconds
+    assert 0 <= r.shutdown_seconds < r.wall_seconds - r.startup_seconds
+    assert re.search(
+        r"^startup, shutdown +\d+\.\d\d s to the first request, \d+\.\d\d s after the last",
+        r.table(),
+        re.M,
+    )
+
+
 def test_the_reference_is_wget_crawling_the_same_site(bench_result: BenchResult) -> None:
     wget = bench_result.reference
     assert wget is not None, "wget is needed for the reference (apt-get install wget)"
