@@ -213,8 +213,7 @@ def _read_frame(stream: BinaryIO) -> object | None:
 
 
 def worker_main() -> None:
-    """A worker process: settings first (answered "ready"), then one page per frame,
-    answered in order.
+    """A worker process: settings first, then one page per frame, answered in order.
 
     It reads its standard input until end of file, which comes when the crawl closes the
     pipe or dies (even by kill -9), so a worker never outlives its crawl.
@@ -225,7 +224,6 @@ def worker_main() -> None:
     if not isinstance(settings, ExtractSettings):
         return
     extractor = Extractor(settings)
-    _write_frame(stdout, "ready")
     while isinstance(job := _read_frame(stdin), tuple):
         # The page body follows its job frame raw: pickling it would copy it twice more.
         body = _read_raw(stdin)
@@ -305,7 +303,10 @@ class ExtractPool(AsyncResource):
         self._workers: list[_Worker] = []
 
     async def __aenter__(self) -> Self:
-        readiness: list[asyncio.Future[Any]] = []
+        """Start the workers without waiting for them to load their code: they load it
+        while the crawl opens its store and asks for robots.txt, and the first pages
+        wait in their channels meanwhile (a worker that cannot start fails the first
+        extraction sent to it)."""
         for _ in range(self._count):
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", "from trawl.extract import worker_main; worker_main()",
@@ -316,12 +317,7 @@ class ExtractPool(AsyncResource):
             widen_channel(process.stdin)
             worker = _Worker(process)
             self._workers.append(worker)
-            ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            worker.waiting.append(ready)
-            readiness.append(ready)
             await worker.send(self._settings)
-        # Wait until every worker has loaded its code, so the crawl never waits on that.
-        await asyncio.gather(*readiness)
         return self
 
     async def close(self) -> None:

@@ -92,15 +92,16 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
         content=config.content,
     )
     async with contextlib.AsyncExitStack() as stack:
+        # First, so that the workers load their code while the store opens.
+        extract = await stack.enter_async_context(
+            ExtractPool(settings, parse_workers(config.parse_workers, content=config.content))
+        )
         store = await stack.enter_async_context(
             config.location.open(
                 page_budget=config.limits.max_pages_per_host,
                 discovery_budget=config.limits.discovery_budget,
                 horizon=config.freshness.horizon,
             )
-        )
-        extract = await stack.enter_async_context(
-            ExtractPool(settings, parse_workers(config.parse_workers, content=config.content))
         )
         recorder = None
         if config.warc:
