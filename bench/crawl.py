@@ -226,8 +226,12 @@ class TrawlRun:
     rss: float
     """Peak resident bytes of it and its workers together."""
     started: float
-    exited: float
-    """Start and exit in seconds since the epoch: the server's log uses that clock."""
+    """Start in seconds since the epoch: the server's log uses that clock."""
+
+    @property
+    def exited(self) -> float:
+        """Exit in seconds since the epoch."""
+        return self.started + self.wall
 
 
 def _run_trawl(command: Sequence[str], errors: Path, env: dict[str, str] | None = None) -> TrawlRun:
@@ -256,7 +260,6 @@ def _run_trawl(command: Sequence[str], errors: Path, env: dict[str, str] | None 
         cpu=usage.ru_utime + usage.ru_stime,
         rss=float(max(sampler.peak, usage.ru_maxrss * 1024)),
         started=started,
-        exited=started + wall,
     )
 
 
