@@ -8,6 +8,7 @@ server's log in ground-truth spelling, so a duplicate GET shows up however it wa
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+import trawl
 from trawl.config import (
     Breaker,
     CrawlConfig,
@@ -41,6 +43,33 @@ from trawl.store.sqlite import DB_NAME
 from trawl.summary import Summary
 from trawl.testsite import Site, SiteServer, canonical_url, route_key
 from trawl.testsite.server import LoopbackServer
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to test a build that is not the source: trawl's mypyc-compiled modules
+    (setup.py) must exist, unless ``TRAWL_PURE`` asks for the plain-Python build, and be
+    newer than every source they were compiled with (an editable install imports a
+    compiled module in place of its source, so an edit without ``make setup`` would
+    otherwise go untested)."""
+    package = Path(trawl.__file__).parent
+    compiled = sorted(package.glob("*.so"))
+    if os.environ.get("TRAWL_PURE"):
+        if compiled:
+            raise pytest.UsageError("TRAWL_PURE is set but compiled modules exist: make clean")
+        return
+    if not compiled:
+        raise pytest.UsageError("trawl is not compiled: run make setup (or set TRAWL_PURE=1)")
+    # The modules are shims: the code of all of them is one library beside the package,
+    # rebuilt whenever any of them changes.
+    library = sorted(package.parent.glob("trawl__mypyc.*.so"))
+    if not library:
+        raise pytest.UsageError("trawl's compiled library is missing: run make setup")
+    sources = [package / f"{so.name.partition('.')[0]}.py" for so in compiled]
+    built = library[0].stat().st_mtime
+    stale = [py.name for py in sources if py.stat().st_mtime > built]
+    if stale:
+        raise pytest.UsageError(f"{', '.join(stale)} changed since compiled: run make setup")
+
 
 FAST = Politeness(delay=0.0, response_factor=0.0)
 """No politeness delay at all: tests that measure delays ask for them explicitly."""

@@ -204,7 +204,8 @@ class LinkFilter:
     def _drop(self, entry: Accepted | Dropped, batch: CommitBatch) -> None:
         """Count why a verdict makes no candidate: its rejection, or too many hops."""
         if isinstance(entry[0], str):
-            for name in entry:
+            names: tuple[object, ...] = entry  # a plain tuple for mypyc (its bug on the union)
+            for name in names:
                 batch.count(str(name))
         else:
             batch.count("too_deep")

@@ -120,5 +120,5 @@ class SeenSet:
         new = list(unique.values())
         ids = list(unique)
         self._bloom.update(ids)
-        self._remember(kept + ids, [*kept_hashes, *(hash(u.url) for u in new)])
+        self._remember(kept + ids, kept_hashes + [hash(u.url) for u in new])
         return SeenVerdict(new, duplicates, collisions, len(maybe))

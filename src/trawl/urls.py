@@ -145,6 +145,12 @@ class NormalizeRules:
         object.__setattr__(self, "strip_params", frozenset(p.lower() for p in self.strip_params))
         object.__setattr__(self, "strip_prefixes", tuple(p.lower() for p in self.strip_prefixes))
 
+    def __reduce__(self) -> tuple[type[NormalizeRules], tuple[object, ...]]:
+        # Compiled, the class has no instance dict for pickle to fill behind the frozen
+        # __setattr__: extract workers are sent their rules this way.
+        fields = (self.strip_params, self.strip_prefixes, self.max_length, self.max_path_depth)
+        return (NormalizeRules, fields)
+
     def strips(self, name: str) -> bool:
         """True when a query or path parameter called `name` is dropped."""
         lowered = name.lower()
@@ -445,7 +451,7 @@ def _failure_reason(href: str, base: str | None) -> Rejection:
     else:
         return Rejection.UNPARSABLE
     rest = rest.lstrip("/\\")
-    end = min((i for i in (rest.find(c) for c in _AUTHORITY_END) if i >= 0), default=len(rest))
+    end = min([i for i in [rest.find(c) for c in _AUTHORITY_END] if i >= 0], default=len(rest))
     authority = rest[:end].rpartition("@")[2]
     if authority.startswith("["):
         close = authority.find("]")

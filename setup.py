@@ -1,0 +1,42 @@
+"""Build trawl with its per-link and per-page modules compiled to C by mypyc.
+
+These modules run for every link or every page of a crawl (the URL filter, the parser,
+the seen-set, the host scheduler) and are plain, strictly typed Python, which mypyc
+turns into C extensions from the same source. On the crawl benchmark the compiled
+build needs 0.85x the CPU a page of the pure one (README, Performance). The sources
+stay the reference: every module also runs as plain Python (``TRAWL_PURE=1`` builds
+without compiling), and the tests run against the compiled build.
+
+``python setup.py build_ext --inplace`` (``make setup``) compiles them next to their
+sources, which an editable install then imports in their place.
+"""
+
+from __future__ import annotations
+
+import os
+
+from setuptools import setup
+
+COMPILED = (
+    "urls",
+    "links",
+    "scope",
+    "parser",
+    "recrawl",
+    "seen",
+    "inlinks",
+    "hosts",
+)
+"""Modules of ``src/trawl`` compiled by mypyc (tests/conftest.py checks they are current)."""
+
+
+def _extensions() -> list[object]:
+    if os.environ.get("TRAWL_PURE"):
+        return []
+    from mypyc.build import mypycify
+
+    paths = [os.path.join("src", "trawl", f"{name}.py") for name in COMPILED]
+    return list(mypycify(paths, opt_level="3", group_name="trawl"))
+
+
+setup(ext_modules=_extensions())
