@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 # The editable install skips the mypyc build (TRAWL_PURE): the rule below runs it with
 # the venv's own mypy, once, and again whenever a source of trawl changes.
-$(BIN)/trawl: pyproject.toml setup.py
+$(BIN)/trawl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	TRAWL_PURE=1 $(BIN)/pip install --quiet -e '.[dev]'
@@ -15,9 +15,11 @@ $(BIN)/trawl: pyproject.toml setup.py
 
 # setup.py's modules compiled to C next to their sources (tests/conftest.py refuses to
 # run against a compiled module older than its source). Every source is a prerequisite:
-# a compiled module is built with the types of the modules it imports.
+# a compiled module is built with the types of the modules it imports. The old build goes
+# first, so that a module taken off the list is imported from its source again.
 COMPILED_STAMP := build/compiled.stamp
-$(COMPILED_STAMP): $(BIN)/trawl $(shell find src -name '*.py')
+$(COMPILED_STAMP): $(BIN)/trawl setup.py $(shell find src -name '*.py')
+	rm -f src/trawl/*.so src/*.so
 	$(BIN)/python setup.py --quiet build_ext --inplace
 	mkdir -p build && touch $@
 

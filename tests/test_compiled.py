@@ -36,6 +36,13 @@ def test_every_listed_module_is_the_compiled_one(name: str) -> None:
     assert module.__file__.endswith(".so"), module.__file__
 
 
+def test_no_module_is_compiled_that_is_not_listed() -> None:
+    """A compiled module left from an older list would shadow its source."""
+    package = Path(importlib.import_module("trawl").__file__ or "").parent
+    found = {so.name.partition(".")[0] for so in package.glob("*.so")}
+    assert found <= set(_compiled_names())
+
+
 def test_normalize_rules_cross_a_pickle_as_they_were() -> None:
     """Extract workers receive the crawl's rules pickled; a compiled frozen dataclass
     has no instance dict for pickle to fill, so the class says how it is rebuilt."""
