@@ -16,10 +16,11 @@ $(BIN)/trawl: pyproject.toml
 # setup.py's modules compiled to C next to their sources (tests/conftest.py refuses to
 # run against a compiled module older than its source). Every source is a prerequisite:
 # a compiled module is built with the types of the modules it imports. The old build goes
-# first, so that a module taken off the list is imported from its source again.
+# first (here and in build/, which a wheel is made from), so that a module taken off the
+# list is imported from its source again.
 COMPILED_STAMP := build/compiled.stamp
 $(COMPILED_STAMP): $(BIN)/trawl setup.py $(shell find src -name '*.py')
-	rm -f src/trawl/*.so src/*.so
+	rm -rf build/lib.* src/trawl/*.so src/*.so
 	$(BIN)/python setup.py --quiet build_ext --inplace
 	mkdir -p build && touch $@
 
