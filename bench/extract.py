@@ -23,12 +23,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 from urllib.parse import urlsplit
 
 from bench.crawl import DEFAULT_PORT, default_work_dir
 from bench.site import GroundTruth, SiteParams, ensure_site
-from trawl.config import ScopeConfig
+from trawl.config import Limits, ScopeConfig
 from trawl.extract import Extractor, ExtractSettings
 from trawl.links import LinkFilter
 from trawl.parser import ParsedPage, parse_html
@@ -37,7 +36,6 @@ from trawl.store.base import CommitBatch
 from trawl.urls import DEFAULT_RULES
 
 AGENT = "trawl"
-MAX_LINKS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +48,6 @@ class Run:
     links: int
     candidates: tuple[int, ...]
     """Candidate ids of every page, in order, for comparing runs."""
-
-    TIMED: ClassVar[tuple[str, ...]] = ("extract", "parse", "filter")
 
 
 def site_pages(site: Path, truth: GroundTruth) -> list[tuple[str, bytes]]:
@@ -66,8 +62,12 @@ def site_pages(site: Path, truth: GroundTruth) -> list[tuple[str, bytes]]:
     return pages
 
 
-def _parse(body: bytes) -> ParsedPage:
-    return parse_html(body, agent_token=AGENT, honour_nofollow=True, max_links=MAX_LINKS)
+def _parse(body: bytes, settings: ExtractSettings) -> ParsedPage:
+    """The page parsed as `Extractor.extract` parses it."""
+    return parse_html(
+        body, agent_token=settings.agent, honour_nofollow=settings.honour_nofollow,
+        max_links=settings.max_links,
+    )  # fmt: skip
 
 
 def measure_run(settings: ExtractSettings, pages: Sequence[tuple[str, bytes]]) -> Run:
@@ -78,7 +78,7 @@ def measure_run(settings: ExtractSettings, pages: Sequence[tuple[str, bytes]]) -
     found = [extractor.extract(url, 1, body, "text/html", ()) for url, body in pages]
     extract = clock() - started
     started = clock()
-    parsed = [_parse(body) for _, body in pages]
+    parsed = [_parse(body, settings) for _, body in pages]
     parse = clock() - started
     links = LinkFilter(Scope(settings.seeds), settings.rules, settings.max_depth)
     started = clock()
@@ -99,7 +99,7 @@ def measure(
     )
     settings = ExtractSettings(
         seeds=truth.seeds, scope=ScopeConfig(), rules=DEFAULT_RULES, agent=AGENT,
-        honour_nofollow=True, max_links=MAX_LINKS,
+        honour_nofollow=True, max_links=Limits().max_links,
     )  # fmt: skip
     bodies = site_pages(site, truth)
     return len(bodies), [measure_run(settings, bodies) for _ in range(runs)]
@@ -128,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'run':<8} {'stage ms':>10} {'parse ms':>10} {'filter ms':>10} {'filter us':>12}")
     for number, run in enumerate(runs, 1):
         print(_row(str(number), pages, run.extract, run.parse, run.filter, run.links))
-    extract, parse, filtered = (statistics.median(getattr(r, t) for r in runs) for t in Run.TIMED)
+    extract = statistics.median(run.extract for run in runs)
+    parse = statistics.median(run.parse for run in runs)
+    filtered = statistics.median(run.filter for run in runs)
     print(_row("median", pages, extract, parse, filtered, first.links))
     print(
         f"{pages} pages, {first.links} links, {len(first.candidates)} candidates "
