@@ -24,6 +24,7 @@ COMPILED = (
     "parser",
     "recrawl",
     "seen",
+    "known_ids",
     "inlinks",
     "hosts",
 )

@@ -1,0 +1,164 @@
+"""A compact, bounded cache of URL ids the store has confirmed, each with its text's hash.
+
+The seen-set asks it before the store: a hit means "this id is stored, with this URL
+text", so the candidate is a duplicate without a look-up. It only ever says "known" for
+a pair it was given, so it cannot make a duplicate or lose a URL; a miss costs a store
+look-up, nothing more.
+
+A Python dict of int to int costs about 100 bytes an entry (two int objects and the
+table slot). Here each generation is one flat array of signed 64-bit numbers, an id and
+its text hash side by side, with linear probing: 16 bytes a slot at most 70 % full, so
+about 23 bytes an entry, and a miss is a few array reads.
+
+The ids in use sit in a dict in front (see :class:`KnownIds`). Behind it, two
+generations keep popular ids: entries go into the newer table; when it is full it
+becomes the older and the oldest is dropped; an id found in a table is copied forward.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+MAX_LOAD = 0.7
+"""Entries a generation holds, as a share of its slots."""
+
+
+class _Generation:
+    """One open-addressing table of (id, text hash) pairs, side by side in one array (a
+    probe reads one cache line); a text hash of 0 marks a free slot, so stored hashes
+    have their lowest bit set (see :func:`_mark`). Two texts of one id whose hashes
+    differ in that bit alone look alike: that needs a 64-bit id collision and then a
+    one in 2**63 chance."""
+
+    def __init__(self, slots: int) -> None:
+        self.pairs = array("q", [0]) * (2 * slots)
+        self.mask = 2 * slots - 2
+        """Turns an id into the array index of a pair (always even)."""
+        self.size = 0
+        self.limit = int(slots * MAX_LOAD)
+        """Entries it holds before it must grow."""
+
+    def find(self, uid: int, marked: int) -> bool:
+        pairs, mask = self.pairs, self.mask
+        at = (uid << 1) & mask
+        while True:
+            stored = pairs[at + 1]
+            if stored == 0:
+                return False
+            if stored == marked and pairs[at] == uid:
+                return True
+            at = (at + 2) & mask
+
+    def grown(self) -> _Generation:
+        """The same entries in a table of twice the slots."""
+        bigger = _Generation(self.mask + 2)
+        pairs = self.pairs
+        for at in range(0, len(pairs), 2):
+            if pairs[at + 1]:
+                bigger.add(pairs[at], pairs[at + 1])
+        return bigger
+
+    def add(self, uid: int, marked: int) -> None:
+        pairs, mask = self.pairs, self.mask
+        at = (uid << 1) & mask
+        while True:
+            stored = pairs[at + 1]
+            if stored == 0:
+                pairs[at] = uid
+                pairs[at + 1] = marked
+                self.size += 1
+                return
+            if stored == marked and pairs[at] == uid:
+                return
+            at = (at + 2) & mask
+
+
+def _mark(text_hash: int) -> int:
+    """``text_hash`` (a signed 64-bit ``hash()``) with its lowest bit set, never 0."""
+    return text_hash | 1
+
+
+def _slots_for(entries: int) -> int:
+    """The smallest power of two that holds ``entries`` at most ``MAX_LOAD`` full."""
+    slots = 1
+    while slots * MAX_LOAD < entries:
+        slots *= 2
+    return slots
+
+
+FIRST_SLOTS = 1024
+"""Slots of the first generation; it doubles as it fills, so a small crawl stays small."""
+
+
+RECENT = 100_000
+"""Entries of the dict in front of the tables (about 100 bytes each)."""
+
+
+class KnownIds:
+    """Up to ``recent`` confirmed (id, text hash) pairs in a dict, in front of up to
+    ``capacity`` more in two generations of compact tables.
+
+    A dict look-up is several times cheaper than probing a table from compiled code
+    (Python ints of 64 bits are objects either way, and an ``array`` hands each one out
+    as a new object), so the ids in use are answered by the dict: a hit in a table is
+    copied into it, and when it is full its entries move into the newer table.
+    """
+
+    def __init__(self, capacity: int, recent: int = RECENT) -> None:
+        self._recent: dict[int, int] = {}
+        self._recent_room = min(recent, capacity)
+        self._room = capacity // 2
+        self._slots = _slots_for(self._room)
+        self._newer = _Generation(min(FIRST_SLOTS, self._slots))
+        self._older = _Generation(1)
+
+    @property
+    def nbytes(self) -> int:
+        """RAM held by the tables' arrays (the dict in front is not counted)."""
+        return sum(g.pairs.itemsize * len(g.pairs) for g in (self._newer, self._older))
+
+    def __len__(self) -> int:
+        return len(self._recent) + self._newer.size + self._older.size
+
+    def known(self, uid: int, text_hash: int) -> bool:
+        """Whether ``uid`` was confirmed with this text hash; a hit in a table is
+        copied into the dict, so an id in use stays and is answered there next."""
+        if self._recent.get(uid) == text_hash:
+            return True
+        marked = _mark(text_hash)
+        if (self._newer.size and self._newer.find(uid, marked)) or (
+            self._older.size and self._older.find(uid, marked)
+        ):
+            self._add(uid, text_hash)
+            return True
+        return False
+
+    def add_all(self, ids: Sequence[int], text_hashes: Sequence[int]) -> None:
+        """Remember each confirmed id with the hash of its URL text."""
+        recent = self._recent
+        if len(recent) + len(ids) <= self._recent_room:
+            recent.update(zip(ids, text_hashes, strict=True))
+            return
+        if not self._recent_room:
+            return
+        for uid, text_hash in zip(ids, text_hashes, strict=True):
+            self._add(uid, text_hash)
+
+    def _add(self, uid: int, text_hash: int) -> None:
+        recent = self._recent
+        if len(recent) >= self._recent_room:
+            if self._room:
+                for old_id, old_hash in recent.items():
+                    self._keep(old_id, _mark(old_hash))
+            recent.clear()
+        recent[uid] = text_hash
+
+    def _keep(self, uid: int, marked: int) -> None:
+        newer = self._newer
+        if newer.size >= self._room:
+            self._older = newer
+            newer = self._newer = _Generation(self._slots)
+        elif newer.size >= newer.limit:
+            newer = self._newer = newer.grown()
+        newer.add(uid, marked)
