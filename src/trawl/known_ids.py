@@ -39,16 +39,19 @@ class _Generation:
         self.limit = int(slots * MAX_LOAD)
         """Entries it holds before it must grow."""
 
-    def find(self, uid: int, marked: int) -> bool:
+    def _locate(self, uid: int, marked: int) -> int:
+        """The index of the pair (uid, marked), or of the free slot that ends its probe."""
         pairs, mask = self.pairs, self.mask
         at = (uid << 1) & mask
         while True:
             stored = pairs[at + 1]
-            if stored == 0:
-                return False
-            if stored == marked and pairs[at] == uid:
-                return True
+            if stored == 0 or (stored == marked and pairs[at] == uid):
+                return at
             at = (at + 2) & mask
+
+    def find(self, uid: int, marked: int) -> bool:
+        """Whether the pair is in the table."""
+        return self.pairs[self._locate(uid, marked) + 1] != 0
 
     def grown(self) -> _Generation:
         """The same entries in a table of twice the slots."""
@@ -60,18 +63,12 @@ class _Generation:
         return bigger
 
     def add(self, uid: int, marked: int) -> None:
-        pairs, mask = self.pairs, self.mask
-        at = (uid << 1) & mask
-        while True:
-            stored = pairs[at + 1]
-            if stored == 0:
-                pairs[at] = uid
-                pairs[at + 1] = marked
-                self.size += 1
-                return
-            if stored == marked and pairs[at] == uid:
-                return
-            at = (at + 2) & mask
+        """Put the pair in the table (once)."""
+        at = self._locate(uid, marked)
+        if self.pairs[at + 1] == 0:
+            self.pairs[at] = uid
+            self.pairs[at + 1] = marked
+            self.size += 1
 
 
 def _mark(text_hash: int) -> int:
