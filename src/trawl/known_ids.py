@@ -124,20 +124,17 @@ class KnownIds:
         if self._recent.get(uid) == text_hash:
             return True
         marked = _mark(text_hash)
-        if (self._newer.size and self._newer.find(uid, marked)) or (
-            self._older.size and self._older.find(uid, marked)
-        ):
+        if self._newer.find(uid, marked) or self._older.find(uid, marked):
             self._add(uid, text_hash)
             return True
         return False
 
     def add_all(self, ids: Sequence[int], text_hashes: Sequence[int]) -> None:
         """Remember each confirmed id with the hash of its URL text."""
-        recent = self._recent
-        if len(recent) + len(ids) <= self._recent_room:
-            recent.update(zip(ids, text_hashes, strict=True))
-            return
         if not self._recent_room:
+            return
+        if len(self._recent) + len(ids) <= self._recent_room:
+            self._recent.update(zip(ids, text_hashes, strict=True))
             return
         for uid, text_hash in zip(ids, text_hashes, strict=True):
             self._add(uid, text_hash)

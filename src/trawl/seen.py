@@ -63,11 +63,6 @@ class SeenSet:
         """RAM held by the Bloom filter's bit array."""
         return int(self._bloom.size_in_bits) // 8
 
-    @property
-    def cache_bytes(self) -> int:
-        """RAM held by the cache of confirmed ids."""
-        return self._known.nbytes
-
     async def load(self) -> int:
         """Fill the Bloom filter from the store (on start and resume); return the count."""
         count = 0
