@@ -3,6 +3,9 @@
 Host ids are kept by name once committed, so a host created by a transaction that
 failed must be created again, not reused; each host's counts grow by exactly what its
 URLs added, whatever part of a batch was already stored.
+
+Plain links and the other new URLs of a host (redirect targets, sitemap entries) are
+inserted by different statements; each row keeps its own columns.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import pytest
 from test_seen import store
 from test_store import url
 from trawl.errors import StoreError
-from trawl.store.base import CommitBatch, NewURL
+from trawl.priority import priority
+from trawl.store.base import CommitBatch, Kind, Listed, NewURL
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 
 __all__ = ["store"]
@@ -57,3 +61,27 @@ async def test_a_host_made_by_a_failed_commit_is_made_again(
     assert host_counts(tmp_path) == {"new.test": (1, 1)}
     ids = await store.host_ids(["new.test"])
     assert result.hosts_with_new_work == frozenset(ids.values())
+
+
+async def test_plain_links_redirect_targets_and_sitemap_entries_keep_their_columns(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    plain, sitemap = url("a.test", 1, depth=2), url("a.test", 2, depth=1)
+    target = url("a.test", 3, depth=1)._replace(redirect_hops=2, origin="http://a.test/old")
+    batch = CommitBatch(
+        new_urls=[plain, target, sitemap, plain],
+        listed={sitemap.id: Listed(Kind.SITEMAP, 0.9)},
+    )
+    assert (await store.commit(batch)).inserted == 3
+    with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db:
+        rows = db.execute(
+            "SELECT id, depth, redirect_hops, origin, kind, priority FROM urls"
+        ).fetchall()
+    assert sorted(rows) == sorted(
+        [
+            (plain.id, 2, 0, None, int(Kind.PAGE), priority(2)),
+            (target.id, 1, 2, "http://a.test/old", int(Kind.PAGE), priority(1)),
+            (sitemap.id, 1, 0, None, int(Kind.SITEMAP), priority(1, 0.9)),
+        ]
+    )
+    assert host_counts(tmp_path) == {"a.test": (3, 3)}
