@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Self
 
 from trawl.config import ScopeConfig
+from trawl.gc_tuning import young_gc_threshold
 from trawl.links import DEFAULT_MAX_DEPTH, LinkFilter
 from trawl.parser import content_charset, parse_html, robots_header
 from trawl.recrawl import body_hash, text_hash
@@ -224,15 +225,16 @@ def worker_main() -> None:
     if not isinstance(settings, ExtractSettings):
         return
     extractor = Extractor(settings)
-    while isinstance(job := _read_frame(stdin), tuple):
-        # The page body follows its job frame raw: pickling it would copy it twice more.
-        body = _read_raw(stdin)
-        if body is None:
-            return
-        url, depth, content_type, robots_tags = job
-        _write_frame(
-            stdout, _answer(extractor.extract(url, depth, body, content_type, robots_tags))
-        )
+    with young_gc_threshold():
+        while isinstance(job := _read_frame(stdin), tuple):
+            # The page body follows its job frame raw: pickling it would copy it twice more.
+            body = _read_raw(stdin)
+            if body is None:
+                return
+            url, depth, content_type, robots_tags = job
+            _write_frame(
+                stdout, _answer(extractor.extract(url, depth, body, content_type, robots_tags))
+            )
 
 
 class _Worker:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import gc
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.events import EventWriter
 from trawl.extract import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetcher import Fetcher
+from trawl.gc_tuning import young_gc_threshold
 from trawl.netguard import AddressPolicy
 from trawl.policy import POLICY_KEY, with_policy
 from trawl.progress import show_progress
@@ -43,23 +43,6 @@ TEXT_DIR = "text"
 """Where ``--text`` files go, inside the data dir."""
 
 LOCK_NAME = "crawl.lock"
-
-GC_YOUNG_THRESHOLD = 10_000
-"""Allocations between two collections of the youngest GC generation while a crawl runs.
-The default (700) is crossed by a single page's bookkeeping (a worker's answer, a claimed
-batch), so the collector ran about 650 times in a 10,000-page crawl for 9% of the
-crawl process's CPU; at this threshold it runs about once, and RSS does not change."""
-
-
-@contextlib.contextmanager
-def young_gc_threshold(threshold: int) -> Iterator[None]:
-    """Collect the youngest GC generation every ``threshold`` allocations meanwhile."""
-    before = gc.get_threshold()
-    gc.set_threshold(threshold, *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 @contextlib.contextmanager
@@ -195,7 +178,7 @@ def run_crawl(config: CrawlConfig, console: Console | None = None) -> Summary:
     """Run (or resume) the crawl in ``config.data_dir``; block until it ends."""
     with (
         data_dir_lock(config.data_dir),
-        young_gc_threshold(GC_YOUNG_THRESHOLD),
+        young_gc_threshold(),
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
     ):
         return runner.run(_run(config, console))
