@@ -617,7 +617,8 @@ _INSERT_LINK = (
 )
 """The insert of a plain link (a page, no redirect hops, no origin: the columns'
 defaults). Six parameters instead of nine, and no None, which sqlite3 binds only after
-looking for an adapter: in bench.store at 1 M URLs, 3.5 -> 1.5 us a row."""
+looking for an adapter: 3.5 -> 1.5 us a row inserting into an in-memory table, and 29.1
+-> 28.0 s of commit for 1 M URLs of inserts."""
 LinkRow = tuple[int, str, int, int, float, float]
 _PLAIN_LINK = Listed(Kind.PAGE, None)
 
