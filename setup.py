@@ -3,7 +3,7 @@
 These modules run for every link or every page of a crawl (the URL filter, the parser,
 the seen-set, the host scheduler) and are plain, strictly typed Python, which mypyc
 turns into C extensions from the same source. On the crawl benchmark the compiled
-build needs 0.87-0.88x the CPU a page of the plain one (README, Performance). The sources
+build needs 0.87-0.88x the CPU a page of the plain one (docs/PERFORMANCE.md). The sources
 stay the reference: every module also runs as plain Python (``TRAWL_PURE=1`` builds
 without compiling), and the tests run against the compiled build.
 

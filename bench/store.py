@@ -234,6 +234,9 @@ class Figures:
     rss_at_1m: int | None = None
     rss_at_end: int = 0
     peak_rss: int = 0
+    filter_peak_rss: int = 0
+    """Peak RSS of the child process running the generator and the URL filter (0 when
+    they ran in this process, whose own figures then include them)."""
     bloom_bytes: int = 0
     db_bytes: int = 0
     last_million_rate: float | None = None
@@ -307,7 +310,8 @@ class Producer:
 
 
 def _produce_into(conn: Connection, producer: Producer) -> None:
-    """Child process: send each batch, its links as columns, then the totals. It
+    """Child process: send each batch, its links as columns, then the totals and its
+    own peak RSS. It
     collects garbage as a crawl's extract worker does (trawl.gc_tuning).
 
     Four flat lists pickle and load faster than one tuple per link (per link: pickling
@@ -325,7 +329,7 @@ def _produce_into(conn: Connection, producer: Producer) -> None:
                 [u.depth for u in links],
             )
             conn.send((produced.pages, produced.links, columns, produced.counters))
-    conn.send((producer.web.distinct, producer.seconds))
+    conn.send((producer.web.distinct, producer.seconds, rss_bytes("VmHWM")))
     conn.close()
 
 
@@ -336,29 +340,32 @@ def _new_urls(ids: list[int], urls: list[str], hosts: list[str], depths: list[in
     return list(map(tuple.__new__, repeat(NewURL), rows))
 
 
-def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Producer]]:
+def _from_child(
+    producer: Producer,
+) -> tuple[Iterator[Produced], Callable[[], tuple[Producer, int]]]:
     """Run ``producer`` in a child process; the batches it sends, and a function that
-    returns the producer with the child's totals once they are all read."""
+    returns the producer with the child's totals, and the child's peak RSS, once they
+    are all read."""
     parent, child = multiprocessing.get_context("spawn").Pipe(duplex=False)
     process = multiprocessing.get_context("spawn").Process(
         target=_produce_into, args=(child, producer), daemon=True
     )
     process.start()
     child.close()
-    totals: list[Producer] = []
+    totals: list[tuple[Producer, int]] = []
 
     def batches() -> Iterator[Produced]:
         while True:
             message = parent.recv()
-            if len(message) == 2:
-                producer.web.distinct, producer.seconds = message
-                totals.append(producer)
+            if len(message) == 3:
+                producer.web.distinct, producer.seconds, peak_rss = message
+                totals.append((producer, peak_rss))
                 process.join()
                 return
             pages, links, columns, counters = message
             yield Produced(pages, links, _new_urls(*columns), counters)
 
-    def finished() -> Producer:
+    def finished() -> tuple[Producer, int]:
         return totals[0]
 
     return batches(), finished
@@ -385,7 +392,7 @@ async def run(
     if workers:
         batches, finished = _from_child(producer)
     else:
-        batches, finished = producer.batches(), lambda: producer
+        batches, finished = producer.batches(), lambda: (producer, 0)
     figures = Figures()
     clock = time.perf_counter
     async with SQLiteStore(data_dir) as store:
@@ -454,7 +461,7 @@ async def run(
                 while next_report <= figures.known:
                     next_report += report_every
         elapsed = clock() - started
-        done = finished()
+        done, figures.filter_peak_rss = finished()
         for stage in ("generate", "filter"):
             figures.add_time(stage, done.seconds.get(stage, 0.0))
         figures.add_time("total", elapsed)
@@ -492,7 +499,13 @@ def report(figures: Figures, out: TextIO) -> None:
         "stage seconds         "
         + ", ".join(f"{name} {value:.1f}" for name, value in figures.seconds.items())
         + (" (generate and filter in a child process, beside the rest)" if figures.workers else ""),
-        f"peak RSS              {_mb(figures.peak_rss)}",
+        f"peak RSS              {_mb(figures.peak_rss)}"
+        + (" (this process: seen-set, store, frontier)" if figures.workers else ""),
+        *(
+            [f"peak RSS, URL filter  {_mb(figures.filter_peak_rss)} (the child process)"]
+            if figures.filter_peak_rss
+            else []
+        ),
         "RSS at 1M known       "
         + (_mb(figures.rss_at_1m) if figures.rss_at_1m is not None else "n/a"),
         f"RSS at end            {_mb(figures.rss_at_end)} ({figures.known:,} known)",

@@ -62,3 +62,9 @@ async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path, worker
     ):
         assert label in text
     assert f"known URLs            {URLS:,}" in text
+    # The child's memory is reported beside the store process's, not left out.
+    if workers:
+        assert figures.filter_peak_rss > 0
+        assert "peak RSS, URL filter" in text
+    else:
+        assert figures.filter_peak_rss == 0

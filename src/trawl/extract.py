@@ -174,7 +174,7 @@ def parse_workers(wanted: int | None, cores: int | None = None, *, content: bool
     With ``content`` (text extraction, about 10 ms a page) the workers are the bottleneck
     and the crawl process is idle most of the time, so they get every core, itself at
     least one: on 2 cores, 2 workers fetch 164 pages/s with ``--warc --text`` where one
-    fetches 127 (README, Performance)."""
+    fetches 127 (docs/PERFORMANCE.md)."""
     if wanted is not None:
         return wanted
     if cores is None:
