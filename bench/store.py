@@ -235,8 +235,7 @@ class Figures:
     rss_at_end: int = 0
     peak_rss: int = 0
     filter_peak_rss: int = 0
-    """Peak RSS of the child process running the generator and the URL filter (0 when
-    they ran in this process, whose own figures then include them)."""
+    """``Producer.peak_rss``."""
     bloom_bytes: int = 0
     db_bytes: int = 0
     last_million_rate: float | None = None
@@ -277,6 +276,9 @@ class Producer:
     batch_pages: int
     web: SyntheticWeb = field(init=False)
     seconds: dict[str, float] = field(default_factory=dict)
+    peak_rss: int = 0
+    """Peak RSS of the child process it ran in (0 when it ran in the store's process,
+    whose own figures then include it)."""
 
     def __post_init__(self) -> None:
         self.web = SyntheticWeb(hosts_for(self.urls), Mix.for_page(self.links_per_page), self.seed)
@@ -311,8 +313,7 @@ class Producer:
 
 def _produce_into(conn: Connection, producer: Producer) -> None:
     """Child process: send each batch, its links as columns, then the totals and its
-    own peak RSS. It
-    collects garbage as a crawl's extract worker does (trawl.gc_tuning).
+    peak RSS. It collects garbage as a crawl's extract worker does (trawl.gc_tuning).
 
     Four flat lists pickle and load faster than one tuple per link (per link: pickling
     0.64 -> 0.43 us here, loading and rebuilding the named tuples 1.65 -> 1.2-1.5 us in
@@ -340,32 +341,29 @@ def _new_urls(ids: list[int], urls: list[str], hosts: list[str], depths: list[in
     return list(map(tuple.__new__, repeat(NewURL), rows))
 
 
-def _from_child(
-    producer: Producer,
-) -> tuple[Iterator[Produced], Callable[[], tuple[Producer, int]]]:
+def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Producer]]:
     """Run ``producer`` in a child process; the batches it sends, and a function that
-    returns the producer with the child's totals, and the child's peak RSS, once they
-    are all read."""
+    returns the producer with the child's totals once they are all read."""
     parent, child = multiprocessing.get_context("spawn").Pipe(duplex=False)
     process = multiprocessing.get_context("spawn").Process(
         target=_produce_into, args=(child, producer), daemon=True
     )
     process.start()
     child.close()
-    totals: list[tuple[Producer, int]] = []
+    totals: list[Producer] = []
 
     def batches() -> Iterator[Produced]:
         while True:
             message = parent.recv()
             if len(message) == 3:
-                producer.web.distinct, producer.seconds, peak_rss = message
-                totals.append((producer, peak_rss))
+                producer.web.distinct, producer.seconds, producer.peak_rss = message
+                totals.append(producer)
                 process.join()
                 return
             pages, links, columns, counters = message
             yield Produced(pages, links, _new_urls(*columns), counters)
 
-    def finished() -> tuple[Producer, int]:
+    def finished() -> Producer:
         return totals[0]
 
     return batches(), finished
@@ -392,7 +390,7 @@ async def run(
     if workers:
         batches, finished = _from_child(producer)
     else:
-        batches, finished = producer.batches(), lambda: (producer, 0)
+        batches, finished = producer.batches(), lambda: producer
     figures = Figures()
     clock = time.perf_counter
     async with SQLiteStore(data_dir) as store:
@@ -461,7 +459,8 @@ async def run(
                 while next_report <= figures.known:
                     next_report += report_every
         elapsed = clock() - started
-        done, figures.filter_peak_rss = finished()
+        done = finished()
+        figures.filter_peak_rss = done.peak_rss
         for stage in ("generate", "filter"):
             figures.add_time(stage, done.seconds.get(stage, 0.0))
         figures.add_time("total", elapsed)
