@@ -29,7 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -218,6 +220,20 @@ def rss_bytes(field_name: str = "VmRSS") -> int:
     return 0
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """User and system CPU seconds this process has used so far, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
+def _cpu(cpu: dict[str, tuple[float, float]], workers: int) -> str:
+    """The processes' CPU seconds as "user + system" each."""
+    names = {"store": "this process", "child": "the child"} if workers else {"store": "all"}
+    return ", ".join(
+        f"{names[name]} {user:.1f} + {system:.1f}" for name, (user, system) in cpu.items()
+    )
+
+
 def _mb(value: float) -> str:
     return f"{value / 1e6:.1f} MB"
 
@@ -236,6 +252,8 @@ class Figures:
     peak_rss: int = 0
     filter_peak_rss: int = 0
     """``Producer.peak_rss``."""
+    cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """User and system CPU seconds of the run, by process: "store" (this one), "child"."""
     bloom_bytes: int = 0
     db_bytes: int = 0
     last_million_rate: float | None = None
@@ -276,6 +294,9 @@ class Producer:
     batch_pages: int
     web: SyntheticWeb = field(init=False)
     seconds: dict[str, float] = field(default_factory=dict)
+    cpu: tuple[float, float] | None = None
+    """User and system CPU seconds of the child process it ran in (None when it ran in
+    the store's process, whose own figure then includes it)."""
     peak_rss: int = 0
     """Peak RSS of the child process it ran in (0 when it ran in the store's process,
     whose own figures then include it)."""
@@ -311,9 +332,20 @@ class Producer:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
 
 
+@dataclass(frozen=True, slots=True)
+class ChildTotals:
+    """The child process's last message: what it generated, its stages' seconds, its
+    peak RSS and its CPU seconds (user, system)."""
+
+    distinct: int
+    seconds: dict[str, float]
+    peak_rss: int
+    cpu: tuple[float, float]
+
+
 def _produce_into(conn: Connection, producer: Producer) -> None:
-    """Child process: send each batch, its links as columns, then the totals and its
-    peak RSS. It collects garbage as a crawl's extract worker does (trawl.gc_tuning).
+    """Child process: send each batch, its links as columns, then its totals
+    (:class:`ChildTotals`). It collects garbage as a crawl's extract worker does (trawl.gc_tuning).
 
     Four flat lists pickle and load faster than one tuple per link (per link: pickling
     0.64 -> 0.43 us here, loading and rebuilding the named tuples 1.65 -> 1.2-1.5 us in
@@ -330,7 +362,9 @@ def _produce_into(conn: Connection, producer: Producer) -> None:
                 [u.depth for u in links],
             )
             conn.send((produced.pages, produced.links, columns, produced.counters))
-    conn.send((producer.web.distinct, producer.seconds, rss_bytes("VmHWM")))
+    conn.send(
+        ChildTotals(producer.web.distinct, producer.seconds, rss_bytes("VmHWM"), cpu_seconds())
+    )
     conn.close()
 
 
@@ -355,8 +389,9 @@ def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Pr
     def batches() -> Iterator[Produced]:
         while True:
             message = parent.recv()
-            if len(message) == 3:
-                producer.web.distinct, producer.seconds, producer.peak_rss = message
+            if isinstance(message, ChildTotals):
+                producer.web.distinct, producer.seconds = message.distinct, message.seconds
+                producer.peak_rss, producer.cpu = message.peak_rss, message.cpu
                 totals.append(producer)
                 process.join()
                 return
@@ -386,6 +421,7 @@ async def run(
     crawl's extract worker runs the filter, while this process runs the seen-set, the
     store and the frontier; with 0 everything runs here, one stage after the other.
     """
+    cpu_at_start = cpu_seconds()
     producer = Producer(urls, links_per_page, seed, batch_pages)
     if workers:
         batches, finished = _from_child(producer)
@@ -461,6 +497,10 @@ async def run(
         elapsed = clock() - started
         done = finished()
         figures.filter_peak_rss = done.peak_rss
+        user, system = cpu_seconds()
+        figures.cpu["store"] = (user - cpu_at_start[0], system - cpu_at_start[1])
+        if done.cpu is not None:
+            figures.cpu["child"] = done.cpu
         for stage in ("generate", "filter"):
             figures.add_time(stage, done.seconds.get(stage, 0.0))
         figures.add_time("total", elapsed)
@@ -505,6 +545,9 @@ def report(figures: Figures, out: TextIO) -> None:
             if figures.filter_peak_rss
             else []
         ),
+        f"CPU seconds           {_cpu(figures.cpu, figures.workers)} (user + system); "
+        f"{sum(sum(pair) for pair in figures.cpu.values()) / max(total, 1e-9):.2f} of "
+        f"{os.cpu_count()} cores busy",
         "RSS at 1M known       "
         + (_mb(figures.rss_at_1m) if figures.rss_at_1m is not None else "n/a"),
         f"RSS at end            {_mb(figures.rss_at_end)} ({figures.known:,} known)",

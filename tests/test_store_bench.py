@@ -55,6 +55,8 @@ async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path, worker
         "ingest overall",
         "ingest last 1M known",
         "peak RSS",
+        "CPU seconds",
+        "cores busy",
         "RSS at 1M known",
         "RSS at end",
         "bytes/known URL",
@@ -63,8 +65,12 @@ async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path, worker
         assert label in text
     assert f"known URLs            {URLS:,}" in text
     # The child's memory is reported beside the store process's, not left out.
+    # So is its CPU time: with a child, each process's own; without, all in this one.
+    assert sum(figures.cpu["store"]) > 0
     if workers:
         assert figures.filter_peak_rss > 0
         assert "peak RSS, URL filter" in text
+        assert sum(figures.cpu["child"]) > 0
     else:
         assert figures.filter_peak_rss == 0
+        assert "child" not in figures.cpu
