@@ -345,7 +345,8 @@ class ChildTotals:
 
 def _produce_into(conn: Connection, producer: Producer) -> None:
     """Child process: send each batch, its links as columns, then its totals
-    (:class:`ChildTotals`). It collects garbage as a crawl's extract worker does (trawl.gc_tuning).
+    (:class:`ChildTotals`). It collects garbage as a crawl's extract worker does
+    (trawl.gc_tuning).
 
     Four flat lists pickle and load faster than one tuple per link (per link: pickling
     0.64 -> 0.43 us here, loading and rebuilding the named tuples 1.65 -> 1.2-1.5 us in
