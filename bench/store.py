@@ -251,7 +251,7 @@ class Figures:
     rss_at_end: int = 0
     peak_rss: int = 0
     filter_peak_rss: int = 0
-    """``Producer.peak_rss``."""
+    """The child's peak RSS (``ChildTotals.peak_rss``; 0 without a child)."""
     cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
     """User and system CPU seconds of the run, by process: "store" (this one), "child"."""
     bloom_bytes: int = 0
@@ -294,12 +294,9 @@ class Producer:
     batch_pages: int
     web: SyntheticWeb = field(init=False)
     seconds: dict[str, float] = field(default_factory=dict)
-    cpu: tuple[float, float] | None = None
-    """User and system CPU seconds of the child process it ran in (None when it ran in
-    the store's process, whose own figure then includes it)."""
-    peak_rss: int = 0
-    """Peak RSS of the child process it ran in (0 when it ran in the store's process,
-    whose own figures then include it)."""
+    child: ChildTotals | None = None
+    """The totals of the child process it ran in (None when it ran in the store's
+    process, whose own figures then include it)."""
 
     def __post_init__(self) -> None:
         self.web = SyntheticWeb(hosts_for(self.urls), Mix.for_page(self.links_per_page), self.seed)
@@ -392,7 +389,7 @@ def _from_child(producer: Producer) -> tuple[Iterator[Produced], Callable[[], Pr
             message = parent.recv()
             if isinstance(message, ChildTotals):
                 producer.web.distinct, producer.seconds = message.distinct, message.seconds
-                producer.peak_rss, producer.cpu = message.peak_rss, message.cpu
+                producer.child = message
                 totals.append(producer)
                 process.join()
                 return
@@ -497,11 +494,11 @@ async def run(
                     next_report += report_every
         elapsed = clock() - started
         done = finished()
-        figures.filter_peak_rss = done.peak_rss
         user, system = cpu_seconds()
         figures.cpu["store"] = (user - cpu_at_start[0], system - cpu_at_start[1])
-        if done.cpu is not None:
-            figures.cpu["child"] = done.cpu
+        if done.child is not None:
+            figures.filter_peak_rss = done.child.peak_rss
+            figures.cpu["child"] = done.child.cpu
         for stage in ("generate", "filter"):
             figures.add_time(stage, done.seconds.get(stage, 0.0))
         figures.add_time("total", elapsed)
