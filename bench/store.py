@@ -34,6 +34,7 @@ import random
 import resource
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -226,6 +227,21 @@ def cpu_seconds() -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
+def thread_cpu_seconds() -> dict[str, tuple[float, float]]:
+    """User and system CPU seconds of each live thread of this process, by thread name
+    (``/proc/self/task/<id>/stat``, in clock ticks)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds: dict[str, tuple[float, float]] = {}
+    for thread in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/stat", encoding="ascii") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:  # the thread has ended
+            continue
+        seconds[thread.name] = (int(fields[11]) / tick, int(fields[12]) / tick)
+    return seconds
+
+
 def _cpu(cpu: dict[str, tuple[float, float]], workers: int) -> str:
     """The processes' CPU seconds as "user + system" each."""
     names = {"store": "this process", "child": "the child"} if workers else {"store": "all"}
@@ -254,6 +270,11 @@ class Figures:
     """The child's peak RSS (``ChildTotals.peak_rss``; 0 without a child)."""
     cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
     """User and system CPU seconds of the run, by process: "store" (this one), "child"."""
+    threads: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """User and system CPU seconds of the run of this process's threads, by name: the
+    main thread (the seen-set pass, claims; with ``--workers 0`` the generator and the
+    URL filter too), the store's SQLite thread (commits, look-ups) and its checkpoint
+    thread."""
     bloom_bytes: int = 0
     db_bytes: int = 0
     last_million_rate: float | None = None
@@ -420,6 +441,7 @@ async def run(
     store and the frontier; with 0 everything runs here, one stage after the other.
     """
     cpu_at_start = cpu_seconds()
+    threads_at_start = thread_cpu_seconds()
     producer = Producer(urls, links_per_page, seed, batch_pages)
     if workers:
         batches, finished = _from_child(producer)
@@ -493,6 +515,9 @@ async def run(
                 while next_report <= figures.known:
                     next_report += report_every
         elapsed = clock() - started
+        for name, (user, system) in thread_cpu_seconds().items():
+            before = threads_at_start.get(name, (0.0, 0.0))
+            figures.threads[name] = (user - before[0], system - before[1])
         done = finished()
         user, system = cpu_seconds()
         figures.cpu["store"] = (user - cpu_at_start[0], system - cpu_at_start[1])
@@ -546,6 +571,13 @@ def report(figures: Figures, out: TextIO) -> None:
         f"CPU seconds           {_cpu(figures.cpu, figures.workers)} (user + system); "
         f"{sum(sum(pair) for pair in figures.cpu.values()) / max(total, 1e-9):.2f} of "
         f"{os.cpu_count()} cores busy",
+        "CPU by thread         "
+        + ", ".join(
+            f"{name} {user:.1f} + {system:.1f} ({(user + system) / max(total, 1e-9):.0%})"
+            for name, (user, system) in figures.threads.items()
+        )
+        + " (this process, each with its share of the run; the store's SQLite thread commits "
+        "and looks up, its checkpoint thread copies the log into the database)",
         "RSS at 1M known       "
         + (_mb(figures.rss_at_1m) if figures.rss_at_1m is not None else "n/a"),
         f"RSS at end            {_mb(figures.rss_at_end)} ({figures.known:,} known)",

@@ -57,6 +57,7 @@ async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path, worker
         "peak RSS",
         "CPU seconds",
         "cores busy",
+        "CPU by thread",
         "RSS at 1M known",
         "RSS at end",
         "bytes/known URL",
@@ -67,6 +68,12 @@ async def test_store_bench_counts_every_distinct_url_once(tmp_path: Path, worker
     # The child's memory is reported beside the store process's, not left out.
     # So is its CPU time: with a child, each process's own; without, all in this one.
     assert sum(figures.cpu["store"]) > 0
+    # The store process's CPU by thread: the main thread, the store's SQLite thread and
+    # its checkpoint thread, together no more than the process (ticks of 10 ms apiece).
+    assert {"MainThread", "trawl-sqlite_0", "trawl-checkpoint"} <= set(figures.threads)
+    assert sum(figures.threads["trawl-sqlite_0"]) > 0
+    threads_total = sum(user + system for user, system in figures.threads.values())
+    assert 0 < threads_total <= sum(figures.cpu["store"]) + 0.01 * len(figures.threads)
     if workers:
         assert figures.filter_peak_rss > 0
         assert "peak RSS, URL filter" in text
