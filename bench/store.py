@@ -44,6 +44,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TextIO
 
+from bench.procstat import TICKS, read_stat
 from trawl.config import Politeness
 from trawl.frontier import Frontier
 from trawl.gc_tuning import young_gc_threshold
@@ -228,26 +229,28 @@ def cpu_seconds() -> tuple[float, float]:
 
 
 def thread_cpu_seconds() -> dict[str, tuple[float, float]]:
-    """User and system CPU seconds of each live thread of this process, by thread name
-    (``/proc/self/task/<id>/stat``, in clock ticks)."""
-    tick = os.sysconf("SC_CLK_TCK")
+    """User and system CPU seconds of each live thread of this process, by thread name."""
     seconds: dict[str, tuple[float, float]] = {}
     for thread in threading.enumerate():
-        try:
-            with open(f"/proc/self/task/{thread.native_id}/stat", encoding="ascii") as stat:
-                fields = stat.read().rpartition(")")[2].split()
-        except OSError:  # the thread has ended
-            continue
-        seconds[thread.name] = (int(fields[11]) / tick, int(fields[12]) / tick)
+        stat = read_stat(f"/proc/self/task/{thread.native_id}/stat")
+        if stat is not None:
+            seconds[thread.name] = (stat[1] / TICKS, stat[2] / TICKS)
     return seconds
+
+
+def _since(now: tuple[float, float], before: tuple[float, float]) -> tuple[float, float]:
+    """User and system CPU seconds used between two readings."""
+    return now[0] - before[0], now[1] - before[1]
+
+
+def _user_system(name: str, seconds: tuple[float, float]) -> str:
+    return f"{name} {seconds[0]:.1f} + {seconds[1]:.1f}"
 
 
 def _cpu(cpu: dict[str, tuple[float, float]], workers: int) -> str:
     """The processes' CPU seconds as "user + system" each."""
     names = {"store": "this process", "child": "the child"} if workers else {"store": "all"}
-    return ", ".join(
-        f"{names[name]} {user:.1f} + {system:.1f}" for name, (user, system) in cpu.items()
-    )
+    return ", ".join(_user_system(names[name], seconds) for name, seconds in cpu.items())
 
 
 def _mb(value: float) -> str:
@@ -515,12 +518,10 @@ async def run(
                 while next_report <= figures.known:
                     next_report += report_every
         elapsed = clock() - started
-        for name, (user, system) in thread_cpu_seconds().items():
-            before = threads_at_start.get(name, (0.0, 0.0))
-            figures.threads[name] = (user - before[0], system - before[1])
+        for name, seconds in thread_cpu_seconds().items():
+            figures.threads[name] = _since(seconds, threads_at_start.get(name, (0.0, 0.0)))
         done = finished()
-        user, system = cpu_seconds()
-        figures.cpu["store"] = (user - cpu_at_start[0], system - cpu_at_start[1])
+        figures.cpu["store"] = _since(cpu_seconds(), cpu_at_start)
         if done.child is not None:
             figures.filter_peak_rss = done.child.peak_rss
             figures.cpu["child"] = done.child.cpu
@@ -573,8 +574,8 @@ def report(figures: Figures, out: TextIO) -> None:
         f"{os.cpu_count()} cores busy",
         "CPU by thread         "
         + ", ".join(
-            f"{name} {user:.1f} + {system:.1f} ({(user + system) / max(total, 1e-9):.0%})"
-            for name, (user, system) in figures.threads.items()
+            f"{_user_system(name, seconds)} ({sum(seconds) / max(total, 1e-9):.0%})"
+            for name, seconds in figures.threads.items()
         )
         + " (this process, each with its share of the run; the store's SQLite thread commits "
         "and looks up, its checkpoint thread copies the log into the database)",

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bench.accesslog import duplicate_gets, max_inflight_per_host, page_requests
 from bench.crawl import DEFAULT_PORT, default_work_dir
+from bench.procstat import TICKS, read_stat
 from bench.servers import free_port, host_addresses, port_is_free, serve
 from bench.site import SiteParams, ensure_site
 from trawl.errors import StoreError
@@ -37,7 +38,6 @@ from trawl.policy import POLICY_KEY
 from trawl.store.location import StoreLocation
 
 DSN = "postgresql://postgres@127.0.0.1:5432/test"
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +76,9 @@ def _postgres_ticks() -> dict[int, int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
-        if name == "postgres":
-            ticks[int(entry)] = int(fields[11]) + int(fields[12])
+        stat = read_stat(f"/proc/{entry}/stat")
+        if stat is not None and stat[0] == "postgres":
+            ticks[int(entry)] = stat[1] + stat[2]
     return ticks
 
 
@@ -108,7 +103,7 @@ class PostgresCpu(threading.Thread):
         self.join()
         self._last.update(_postgres_ticks())
         used = sum(ticks - self._start.get(pid, 0) for pid, ticks in self._last.items())
-        return used / _TICKS
+        return used / TICKS
 
 
 async def _read(location: StoreLocation, key: str) -> str | None:
