@@ -40,7 +40,7 @@ from trawl.store.schema import (
     SQLITE_TYPES,
     migration_statements,
 )
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite import CLAIM_QUEUED, DB_NAME, SQLiteStore
 from trawl.urls import url_hash
 
 __all__ = ["pg_schema"]
@@ -209,6 +209,43 @@ async def test_claim_takes_the_shallowest_due_urls_per_host(
     assert len([c for c in again if c.host_id == ids["b.test"]]) == 1
     assert queued(open_store) == {"b.test": 2}
     assert await store.claim({ids["a.test"]: 5}, now=1000.0) == []
+
+
+async def test_equal_ranks_are_claimed_in_a_stable_order(
+    store: Engine, open_store: OpenStore
+) -> None:
+    # Two commits at one time and one depth: every URL has the same rank. SQLite hands
+    # them out as they were stored (the rowid: commit by commit, each commit's URLs in
+    # hash order, as it inserts them); PostgreSQL by URL hash alone.
+    first = [url("a.test", n) for n in range(6)]
+    second = [url("a.test", n) for n in range(6, 12)]
+    for part in (first, second):
+        await store.commit(CommitBatch(new_urls=part, at=500.0))
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    claimed = [u.url for _ in range(3) for u in await store.claim({host: 4}, now=1000.0)]
+
+    def by_hash(urls: list[NewURL]) -> list[str]:
+        return [u.url for u in sorted(urls, key=lambda u: u.id)]
+
+    assert by_hash(first) + by_hash(second) != by_hash(first + second)
+    expected = by_hash(first + second) if open_store.postgres else by_hash(first) + by_hash(second)
+    assert claimed == expected
+
+
+def claim_plan(data_dir: Path) -> list[str]:
+    """SQLite's query plan for a claim, one line per step."""
+    rows = sqlite_query(data_dir, "EXPLAIN QUERY PLAN " + CLAIM_QUEUED.replace("?", "1"))
+    return [row[-1] for row in rows]
+
+
+async def test_a_sqlite_claim_reads_the_frontier_index_in_order(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path) as store:
+        await insert(store, *(url("a.test", n, n % 3) for n in range(50)))
+    plan = claim_plan(tmp_path)
+    assert any("USING INDEX urls_ready" in step for step in plan), plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan
+    index = sqlite_query(tmp_path, "PRAGMA index_info(urls_ready)")
+    assert [row[2] for row in index] == ["host_id", "rank"]
 
 
 async def test_claim_respects_next_fetch_at(store: Engine, open_store: OpenStore) -> None:
@@ -559,6 +596,9 @@ async def test_a_version_1_crawl_upgrades_with_its_budget_counts(tmp_path: Path)
         assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
         counts = db.execute("SELECT name, discovered, fetched FROM hosts ORDER BY name").fetchall()
         assert counts == [("a.test", 8, 3), ("b.test", 1, 0)]
+        index = db.execute("PRAGMA index_info(urls_ready)").fetchall()
+        assert [row[2] for row in index] == ["host_id", "rank"]
+    assert not any("TEMP B-TREE" in step for step in claim_plan(data_dir))
 
 
 def make_version_1_schema(schema: str) -> None:
@@ -592,6 +632,12 @@ async def test_a_version_1_postgresql_schema_upgrades_with_its_budget_counts(
     assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
     counts = postgres_query(pg_schema, "SELECT name, discovered, fetched FROM hosts ORDER BY name")
     assert counts == [("a.test", 8, 3), ("b.test", 1, 0)]
+    index = postgres_query(
+        pg_schema,
+        f"SELECT indexdef FROM pg_indexes WHERE schemaname = '{pg_schema}' "
+        "AND indexname = 'urls_ready'",
+    )
+    assert "(host_id, rank, id) WHERE (state = 0)" in index[0][0]
 
 
 async def test_readonly_postgresql_store_needs_an_existing_crawl(pg_schema: str) -> None:

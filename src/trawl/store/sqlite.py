@@ -64,6 +64,15 @@ T = TypeVar("T")
 
 DB_NAME = "crawl.db"
 
+CLAIM_QUEUED = (
+    f"SELECT {CLAIM_COLUMNS} FROM urls "
+    "WHERE host_id = ? AND state = 0 AND next_fetch_at <= ? "
+    "ORDER BY rank, rowid LIMIT ?"
+)
+"""A host's due QUEUED URLs, best rank first and equal ranks as they were stored (commit
+by commit, a commit's URLs in hash order): read in order from the frontier index
+``urls_ready`` (host_id, rank, then the rowid every entry ends with), with no sort."""
+
 
 class SQLiteStore(AsyncResource):
     """Store engine on a local SQLite database in ``data_dir``.
@@ -310,12 +319,7 @@ class SQLiteStore(AsyncResource):
                     limit = min(limit, budget - fetched - out)
                     if limit <= 0:
                         continue
-                rows = db.execute(
-                    f"SELECT {CLAIM_COLUMNS} FROM urls "
-                    "WHERE host_id = ? AND state = 0 AND next_fetch_at <= ? "
-                    "ORDER BY rank, id LIMIT ?",
-                    (host_id, now, limit),
-                ).fetchall()
+                rows = db.execute(CLAIM_QUEUED, (host_id, now, limit)).fetchall()
                 if not rows:
                     continue
                 db.executemany(_CLAIM_URL, [(row[0],) for row in rows])
