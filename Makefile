@@ -19,7 +19,7 @@ $(BIN)/trawl: pyproject.toml
 # first (here and in build/, which a wheel is made from), so that a module taken off the
 # list is imported from its source again.
 COMPILED_STAMP := build/compiled.stamp
-$(COMPILED_STAMP): $(BIN)/trawl setup.py $(shell find src -name '*.py')
+$(COMPILED_STAMP): $(BIN)/trawl setup.py $(shell find src -name '*.py' -o -name '*.c')
 	rm -rf build/lib.* src/trawl/*.so src/*.so
 	$(BIN)/python setup.py --quiet build_ext --inplace
 	mkdir -p build && touch $@

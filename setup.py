@@ -7,6 +7,11 @@ build needs 0.87-0.88x the CPU a page of the plain one (docs/PERFORMANCE.md). Th
 stay the reference: every module also runs as plain Python (``TRAWL_PURE=1`` builds
 without compiling), and the tests run against the compiled build.
 
+One data structure is written in C outright: ``trawl._idtable``, the table behind the
+seen-set's cache of confirmed ids (trawl.known_ids), whose probes read 64-bit slots that
+compiled Python can only read as new int objects. ``known_ids._Generation`` is its
+reference and stands in for it in a build without compiling.
+
 ``python setup.py build_ext --inplace`` (``make setup``) compiles them next to their
 sources, which an editable install then imports in their place.
 """
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 COMPILED = (
     "urls",
@@ -37,7 +42,10 @@ def _extensions() -> list[object]:
     from mypyc.build import mypycify
 
     paths = [os.path.join("src", "trawl", f"{name}.py") for name in COMPILED]
-    return list(mypycify(paths, opt_level="3", group_name="trawl"))
+    table = Extension(
+        "trawl._idtable", [os.path.join("src", "trawl", "_idtable.c")], extra_compile_args=["-O2"]
+    )
+    return [*mypycify(paths, opt_level="3", group_name="trawl"), table]
 
 
 setup(ext_modules=_extensions())

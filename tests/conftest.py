@@ -45,6 +45,13 @@ from trawl.testsite import Site, SiteServer, canonical_url, route_key
 from trawl.testsite.server import LoopbackServer
 
 
+def _source(package: Path, module: str) -> Path:
+    """The source a compiled module of trawl was built from: its Python module, or the
+    C file of a module written in C (``_idtable``)."""
+    python = package / f"{module}.py"
+    return python if python.exists() else package / f"{module}.c"
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Refuse to test a build that is not the source: trawl's mypyc-compiled modules
     (setup.py) must exist, unless ``TRAWL_PURE`` asks for the plain-Python build, and be
@@ -64,9 +71,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     library = sorted(package.parent.glob("trawl__mypyc.*.so"))
     if not library:
         raise pytest.UsageError("trawl's compiled library is missing: run make setup")
-    sources = [package / f"{so.name.partition('.')[0]}.py" for so in compiled]
-    built = library[0].stat().st_mtime
-    stale = [py.name for py in sources if py.stat().st_mtime > built]
+    sources = [_source(package, so.name.partition(".")[0]) for so in compiled]
+    built = min(library[0].stat().st_mtime, *(so.stat().st_mtime for so in compiled))
+    stale = [source.name for source in sources if source.stat().st_mtime > built]
     if stale:
         raise pytest.UsageError(f"{', '.join(stale)} changed since compiled: run make setup")
 

@@ -13,12 +13,18 @@ about 23 bytes an entry, and a miss is a few array reads.
 The ids in use sit in a dict in front (see :class:`KnownIds`). Behind it, two
 generations keep popular ids: entries go into the newer table; when it is full it
 becomes the older and the oldest is dropped; an id found in a table is copied forward.
+
+The tables are ``trawl._idtable.IdTable``, the same table in C, where it is built: from
+compiled Python each read of an ``array`` slot makes a new int object, and the ids,
+signed 64-bit hashes, are past mypyc's fast integers, so a probe cost about 1.5 us.
+:class:`_Generation` is the reference, used by a build without compiled modules.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 MAX_LOAD = 0.7
 """Entries a generation holds, as a share of its slots."""
@@ -39,6 +45,11 @@ class _Generation:
         self.limit = int(slots * MAX_LOAD)
         """Entries it holds before it must grow."""
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its array."""
+        return self.pairs.itemsize * len(self.pairs)
+
     def _locate(self, uid: int, marked: int) -> int:
         """The index of the pair (uid, marked), or of the free slot that ends its probe."""
         pairs, mask = self.pairs, self.mask
@@ -49,9 +60,9 @@ class _Generation:
                 return at
             at = (at + 2) & mask
 
-    def find(self, uid: int, marked: int) -> bool:
+    def find(self, uid: int, text_hash: int) -> bool:
         """Whether the pair is in the table."""
-        return self.pairs[self._locate(uid, marked) + 1] != 0
+        return self.pairs[self._locate(uid, _mark(text_hash)) + 1] != 0
 
     def grown(self) -> _Generation:
         """The same entries in a table of twice the slots."""
@@ -59,11 +70,12 @@ class _Generation:
         pairs = self.pairs
         for at in range(0, len(pairs), 2):
             if pairs[at + 1]:
-                bigger.add(pairs[at], pairs[at + 1])
+                bigger.add(pairs[at], pairs[at + 1])  # marking twice changes nothing
         return bigger
 
-    def add(self, uid: int, marked: int) -> None:
+    def add(self, uid: int, text_hash: int) -> None:
         """Put the pair in the table (once)."""
+        marked = _mark(text_hash)
         at = self._locate(uid, marked)
         if self.pairs[at + 1] == 0:
             self.pairs[at] = uid
@@ -74,6 +86,34 @@ class _Generation:
 def _mark(text_hash: int) -> int:
     """``text_hash`` (a signed 64-bit ``hash()``) with its lowest bit set, never 0."""
     return text_hash | 1
+
+
+class Table(Protocol):
+    """What :class:`KnownIds` needs of a generation (:class:`_Generation`, ``IdTable``)."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def limit(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def find(self, uid: int, text_hash: int) -> bool: ...
+
+    def add(self, uid: int, text_hash: int) -> None: ...
+
+    def grown(self) -> Table: ...
+
+
+def _table_maker() -> Callable[[int], Table]:
+    """The C table where it is built, else the reference."""
+    try:
+        from trawl._idtable import IdTable
+    except ImportError:
+        return _Generation
+    return IdTable
 
 
 def _slots_for(entries: int) -> int:
@@ -102,18 +142,26 @@ class KnownIds:
     copied into it, and when it is full its entries move into the newer table.
     """
 
-    def __init__(self, capacity: int, recent: int = RECENT) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        recent: int = RECENT,
+        table: Callable[[int], Table] | None = None,
+    ) -> None:
+        """``table`` makes a generation of the given slots (default: the C table where
+        it is built)."""
+        self._table = table or _table_maker()
         self._recent: dict[int, int] = {}
         self._recent_room = min(recent, capacity)
         self._room = capacity // 2
         self._slots = _slots_for(self._room)
-        self._newer = _Generation(min(FIRST_SLOTS, self._slots))
-        self._older = _Generation(1)
+        self._newer = self._table(min(FIRST_SLOTS, self._slots))
+        self._older = self._table(1)
 
     @property
     def nbytes(self) -> int:
         """RAM held by the tables' arrays (the dict in front is not counted)."""
-        return sum(g.pairs.itemsize * len(g.pairs) for g in (self._newer, self._older))
+        return self._newer.nbytes + self._older.nbytes
 
     def __len__(self) -> int:
         return len(self._recent) + self._newer.size + self._older.size
@@ -123,8 +171,7 @@ class KnownIds:
         copied into the dict, so an id in use stays and is answered there next."""
         if self._recent.get(uid) == text_hash:
             return True
-        marked = _mark(text_hash)
-        if self._newer.find(uid, marked) or self._older.find(uid, marked):
+        if self._newer.find(uid, text_hash) or self._older.find(uid, text_hash):
             self._add(uid, text_hash)
             return True
         return False
@@ -144,15 +191,15 @@ class KnownIds:
         if len(recent) >= self._recent_room:
             if self._room:
                 for old_id, old_hash in recent.items():
-                    self._keep(old_id, _mark(old_hash))
+                    self._keep(old_id, old_hash)
             recent.clear()
         recent[uid] = text_hash
 
-    def _keep(self, uid: int, marked: int) -> None:
+    def _keep(self, uid: int, text_hash: int) -> None:
         newer = self._newer
         if newer.size >= self._room:
             self._older = newer
-            newer = self._newer = _Generation(self._slots)
+            newer = self._newer = self._table(self._slots)
         elif newer.size >= newer.limit:
             newer = self._newer = newer.grown()
-        newer.add(uid, marked)
+        newer.add(uid, text_hash)
