@@ -35,6 +35,9 @@ COMPILED = (
 )
 """Modules of ``src/trawl`` compiled by mypyc (tests/conftest.py checks they are current)."""
 
+WRITTEN_IN_C = ("_idtable",)
+"""Modules of ``src/trawl`` written in C (``<name>.c``), each with a reference in Python."""
+
 
 def _extensions() -> list[object]:
     if os.environ.get("TRAWL_PURE"):
@@ -42,10 +45,11 @@ def _extensions() -> list[object]:
     from mypyc.build import mypycify
 
     paths = [os.path.join("src", "trawl", f"{name}.py") for name in COMPILED]
-    table = Extension(
-        "trawl._idtable", [os.path.join("src", "trawl", "_idtable.c")], extra_compile_args=["-O2"]
-    )
-    return [*mypycify(paths, opt_level="3", group_name="trawl"), table]
+    written = [
+        Extension(f"trawl.{name}", [os.path.join("src", "trawl", f"{name}.c")])
+        for name in WRITTEN_IN_C
+    ]
+    return [*mypycify(paths, opt_level="3", group_name="trawl"), *written]
 
 
 setup(ext_modules=_extensions())

@@ -16,16 +16,21 @@ from trawl.urls import NormalizeRules, normalize
 SETUP = Path(__file__).parent.parent / "setup.py"
 
 
-def _compiled_names() -> tuple[str, ...]:
+def _setup_names(variable: str = "COMPILED") -> tuple[str, ...]:
+    """The module names setup.py lists in ``variable``."""
     for node in ast.parse(SETUP.read_text()).body:
         if isinstance(node, ast.AnnAssign | ast.Assign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "COMPILED" for t in targets):
+            if any(isinstance(t, ast.Name) and t.id == variable for t in targets):
                 assert node.value is not None
                 names = ast.literal_eval(node.value)
                 assert isinstance(names, tuple)
                 return tuple(str(name) for name in names)
-    raise AssertionError("setup.py has no COMPILED")
+    raise AssertionError(f"setup.py has no {variable}")
+
+
+def _compiled_names() -> tuple[str, ...]:
+    return _setup_names() + _setup_names("WRITTEN_IN_C")
 
 
 @pytest.mark.skipif(bool(os.environ.get("TRAWL_PURE")), reason="the plain-Python build")
