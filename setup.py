@@ -35,7 +35,7 @@ COMPILED = (
 )
 """Modules of ``src/trawl`` compiled by mypyc (tests/conftest.py checks they are current)."""
 
-WRITTEN_IN_C = ("_idtable",)
+WRITTEN_IN_C = ("_idtable", "_inlink_counts")
 """Modules of ``src/trawl`` written in C (``<name>.c``), each with a reference in Python."""
 
 

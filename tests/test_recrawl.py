@@ -5,14 +5,16 @@ starvation) on both engines."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
 from test_store import Engine, OpenStore, insert, open_store, pg_schema, store, url
 from trawl.errors import UsageError
-from trawl.inlinks import InlinkCounter
+from trawl.inlinks import Counts, InlinkCounter, _Counts, _counts_maker
 from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, MAX_LEVEL, priority, rank
 from trawl.recrawl import RecrawlPolicy, revisit
 from trawl.store.base import CommitBatch, Kind, Listed, Outcome, QueuedURL, State
@@ -261,8 +263,23 @@ async def test_a_sitemap_lastmod_makes_a_fetched_page_due_at_once(
 # -- in-links ------------------------------------------------------------------------------
 
 
-def test_inlink_levels_are_reported_at_powers_of_eight_once_per_batch() -> None:
-    counter = InlinkCounter(capacity=1000)
+COUNTS: dict[str, Callable[[int, int], Counts]] = {"reference": _Counts}
+"""The in-link count tables to test: the reference, and the C one where it is built."""
+if not os.environ.get("TRAWL_PURE"):
+    from trawl._inlink_counts import InlinkCounts
+
+    COUNTS["c"] = InlinkCounts
+
+
+@pytest.fixture(params=sorted(COUNTS))
+def counts(request: pytest.FixtureRequest) -> Callable[[int, int], Counts]:
+    return COUNTS[request.param]
+
+
+def test_inlink_levels_are_reported_at_powers_of_eight_once_per_batch(
+    counts: Callable[[int, int], Counts],
+) -> None:
+    counter = InlinkCounter(capacity=1000, counts=counts)
     popular, rare = url("a.test", 1), url("a.test", 2)
     assert counter.observe([popular, rare] * 3) == []  # 3 in-links: no level
     assert counter.observe([popular] * 4 + [rare]) == []  # 7
@@ -273,12 +290,34 @@ def test_inlink_levels_are_reported_at_powers_of_eight_once_per_batch() -> None:
     assert MAX_LEVEL == 2
 
 
-def test_inlink_counts_are_forgotten_when_the_counter_is_full() -> None:
-    counter = InlinkCounter(capacity=3)
+def test_inlink_counts_are_forgotten_when_the_counter_is_full(
+    counts: Callable[[int, int], Counts],
+) -> None:
+    counter = InlinkCounter(capacity=3, counts=counts)
     links = [url("a.test", n) for n in range(3)]
     counter.observe([*links, *[links[0]] * 6])
     assert counter.observe([links[0]]) == []  # emptied first: this is its first link again
     assert counter.observe([links[0]] * 7) == [(links[0].id, 1)]
+
+
+def test_the_c_inlink_counts_report_what_the_reference_does() -> None:
+    if "c" not in COUNTS:
+        assert _counts_maker() is _Counts
+        return
+    assert _counts_maker() is COUNTS["c"]
+    rng = random.Random(3)
+    pool = [url(f"h{n % 7}.test", n) for n in range(400)]
+    extremes = [url("a.test", 0)._replace(id=uid) for uid in (-(1 << 63), -1, 0, (1 << 63) - 1)]
+    c, reference = COUNTS["c"](150, MAX_LEVEL), _Counts(150, MAX_LEVEL)
+    for _ in range(300):
+        # Skewed, with batches past the capacity: the C table grows, then shrinks again.
+        batch = [pool[int(len(pool) * rng.random() ** 3)] for _ in range(rng.randrange(400))]
+        batch += rng.sample(extremes, rng.randrange(len(extremes)))
+        assert c.observe(batch) == reference.observe(batch)
+    with pytest.raises(TypeError):
+        c.observe([7])  # type: ignore[list-item]
+    with pytest.raises(OverflowError):
+        c.observe([url("a.test", 0)._replace(id=1 << 63)])
 
 
 async def test_inlink_levels_raise_priority_once_and_rank_only_when_queued(

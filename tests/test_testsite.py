@@ -377,7 +377,12 @@ async def test_live_overlap_gaps_and_bodies(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_serve_forever_prints_port_and_stops_on_interrupt() -> None:
-    code = "from trawl.testsite import generate_site, serve_forever; serve_forever(generate_site)"
+    # A background job of a shell without job control starts with SIGINT ignored, and a
+    # child inherits that: give the server Python's own handler, as a terminal would.
+    code = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from trawl.testsite import generate_site, serve_forever; serve_forever(generate_site)"
+    )
     with subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
