@@ -7,10 +7,12 @@ build needs 0.87-0.88x the CPU a page of the plain one (docs/PERFORMANCE.md). Th
 stay the reference: every module also runs as plain Python (``TRAWL_PURE=1`` builds
 without compiling), and the tests run against the compiled build.
 
-One data structure is written in C outright: ``trawl._idtable``, the table behind the
-seen-set's cache of confirmed ids (trawl.known_ids), whose probes read 64-bit slots that
-compiled Python can only read as new int objects. ``known_ids._Generation`` is its
-reference and stands in for it in a build without compiling.
+Two tables that every link candidate meets are written in C outright (``WRITTEN_IN_C``):
+``trawl._idtable`` behind the seen-set's cache of confirmed ids (trawl.known_ids) and
+``trawl._inlink_counts`` behind the in-link counter (trawl.inlinks); their 64-bit slots
+are what compiled Python can only read as new int objects. Each has a reference in
+Python (``known_ids._Generation``, ``inlinks._Counts``) that a build without compiling
+uses.
 
 ``python setup.py build_ext --inplace`` (``make setup``) compiles them next to their
 sources, which an editable install then imports in their place.
