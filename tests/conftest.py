@@ -47,7 +47,7 @@ from trawl.testsite.server import LoopbackServer
 
 def _source(package: Path, module: str) -> Path:
     """The source a compiled module of trawl was built from: its Python module, or the
-    C file of a module written in C (``_idtable``)."""
+    C file of a module written in C (setup.py's ``WRITTEN_IN_C``)."""
     python = package / f"{module}.py"
     return python if python.exists() else package / f"{module}.c"
 

@@ -8,7 +8,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <string.h>
 
 #define MAX_LOAD 0.7
 
@@ -19,8 +18,6 @@ typedef struct {
     Py_ssize_t size;  /* pairs held */
     Py_ssize_t limit; /* pairs held before the table should grow */
 } IdTable;
-
-static PyTypeObject IdTableType;
 
 static int64_t
 mark(int64_t text_hash)

@@ -20,12 +20,11 @@ typedef struct {
     uint32_t *counts;   /* 0 marks a free slot */
     Py_ssize_t slots;   /* a power of two */
     Py_ssize_t size;    /* ids counted */
+    Py_ssize_t limit;   /* ids counted before the table must grow */
     Py_ssize_t first;   /* the slots it starts with (and goes back to when forgetting) */
     Py_ssize_t capacity;
     uint64_t top;       /* 8 ** max_level */
 } InlinkCounts;
-
-static PyTypeObject InlinkCountsType;
 
 static int
 allocate(InlinkCounts *self, Py_ssize_t slots)
@@ -44,6 +43,7 @@ allocate(InlinkCounts *self, Py_ssize_t slots)
     self->counts = counts;
     self->slots = slots;
     self->size = 0;
+    self->limit = (Py_ssize_t)((double)slots * MAX_LOAD);
     return 1;
 }
 
@@ -135,7 +135,7 @@ InlinkCounts_dealloc(InlinkCounts *self)
 static int
 count(InlinkCounts *self, int64_t uid)
 {
-    if ((double)(self->size + 1) > (double)self->slots * MAX_LOAD && !grow(self)) {
+    if (self->size >= self->limit && !grow(self)) {
         return -1;
     }
     Py_ssize_t slot = locate(self, uid);
