@@ -40,6 +40,9 @@ LAYOUTS = ("inplace", "inbox")
 WAL_LIMIT = 256 * 1024 * 1024
 CHECKPOINT_PAUSE = 0.05
 REPORT_EVERY = 1_000_000
+MAX_LOOKUPS = 16_000
+"""Look-ups per transaction at most: the inbox layout binds each id twice, and SQLite
+binds at most 32,766 parameters a statement."""
 
 _COLUMNS = (
     "url TEXT NOT NULL, host_id INTEGER NOT NULL, depth INTEGER NOT NULL, "
@@ -222,7 +225,9 @@ def run(
                 )
                 mark = (now, figures.rows)
         if layout == "inbox":
+            merge_started = clock()
             _merge(db)
+            figures.merge_seconds += clock() - merge_started
         figures.seconds = clock() - started
         if last_million_from is not None:
             span = max(figures.seconds - (last_million_from[0] - started), 1e-9)
@@ -266,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.rows, args.transaction, args.lookups, args.hosts, args.merge) < 1:
         parser.error("--rows, --transaction, --lookups, --hosts and --merge must be positive")
+    if args.lookups > MAX_LOOKUPS:
+        parser.error(f"--lookups must be at most {MAX_LOOKUPS:,}")
     with tempfile.TemporaryDirectory(prefix="trawl-id-index-") as scratch:
         data_dir = args.data_dir or Path(scratch)
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -37,11 +37,20 @@ def test_every_row_is_indexed_and_every_look_up_found(tmp_path: Path, layout: st
     db.close()
 
 
-def test_bad_arguments_exit_with_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--layout", "inbox", "--rows", "0"], "must be positive"),
+        (["--layout", "inbox", "--lookups", "16001"], "--lookups must be at most 16,000"),
+    ],
+)
+def test_bad_arguments_exit_with_a_usage_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["--layout", "inbox", "--rows", "0"])
+        main(argv)
     assert exited.value.code == 2
-    assert "must be positive" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_command_line_run_exits_zero_on_right_counts(
