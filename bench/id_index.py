@@ -5,8 +5,9 @@ transaction inserts ``--transaction`` new rows (random 64-bit ids, a URL text ea
 on a host that moves along as a crawl's pages do, the rest on one of ``--hosts`` at
 random) into ``urls`` with the frontier's partial index, after looking up ``--lookups``
 known ids and reading each one's URL text, as the seen-set's look-ups do. The settings
-are the store's: WAL, ``synchronous = NORMAL``, a 64 MB page cache, passive checkpoints
-on a second connection, a truncating checkpoint past 256 MB of log.
+are the store's: WAL, ``synchronous = NORMAL``, a 64 MB page cache, and the store's own
+checkpoints (trawl.store.checkpoint: paced passive checkpoints on their own thread, a
+truncating one past ``WAL_LIMIT`` of log).
 
 Layouts:
 
@@ -23,22 +24,20 @@ Layouts:
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import resource
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
+
 LAYOUTS = ("inplace", "inbox")
-WAL_LIMIT = 256 * 1024 * 1024
-CHECKPOINT_PAUSE = 0.05
 REPORT_EVERY = 1_000_000
 MAX_LOOKUPS = 16_000
 """Look-ups per transaction at most: the inbox layout binds each id twice, and SQLite
@@ -77,29 +76,6 @@ class Figures:
     indexed: int = 0
     cpu: tuple[float, float] = (0.0, 0.0)
     db_bytes: int = 0
-
-
-class _Checkpoints:
-    """Passive checkpoints on a connection of their own, as trawl's store runs them."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA synchronous = NORMAL")
-            while not self._stop.wait(CHECKPOINT_PAUSE):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def _open(path: Path, layout: str) -> sqlite3.Connection:
@@ -158,12 +134,14 @@ def _insert(db: sqlite3.Connection, layout: str, rows: list[Row]) -> None:
     db.execute("COMMIT")
 
 
-def _merge(db: sqlite3.Connection) -> None:
-    """Move the inbox into ``ids`` in id order, in one transaction."""
+def _merge(db: sqlite3.Connection) -> float:
+    """Move the inbox into ``ids`` in id order, in one transaction; return its seconds."""
+    started = time.perf_counter()
     db.execute("BEGIN IMMEDIATE")
     db.execute("INSERT OR IGNORE INTO ids SELECT id, row FROM ids_inbox ORDER BY id")
     db.execute("DELETE FROM ids_inbox")
     db.execute("COMMIT")
+    return time.perf_counter() - started
 
 
 def run(
@@ -183,7 +161,7 @@ def run(
     out = out or sys.stdout
     path = data_dir / "model.db"
     db = _open(path, layout)
-    checkpoints = _Checkpoints(path)
+    checkpoints = Checkpointer(path)
     rng = random.Random(seed)
     known: list[int] = []
     figures = Figures(layout)
@@ -201,14 +179,13 @@ def run(
                 figures.lookups += len(set(wanted))
             batch = _new_rows(rng, min(transaction, rows - figures.rows), figures.rows, hosts)
             _insert(db, layout, batch)
+            checkpoints.committed(len(batch))
             staged += len(batch)
             if layout == "inbox" and staged >= merge_every:
-                merge_started = clock()
-                _merge(db)
-                figures.merge_seconds += clock() - merge_started
+                figures.merge_seconds += _merge(db)
                 staged = 0
-            if os.path.getsize(f"{path}-wal") > WAL_LIMIT:
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            if wal_bytes(path) > WAL_LIMIT:
+                truncate_wal(db)
             known.extend(row[0] for row in batch[::8])
             before = figures.rows
             figures.rows += len(batch)
@@ -225,9 +202,7 @@ def run(
                 )
                 mark = (now, figures.rows)
         if layout == "inbox":
-            merge_started = clock()
-            _merge(db)
-            figures.merge_seconds += clock() - merge_started
+            figures.merge_seconds += _merge(db)
         figures.seconds = clock() - started
         if last_million_from is not None:
             span = max(figures.seconds - (last_million_from[0] - started), 1e-9)
