@@ -591,7 +591,15 @@ async def test_a_version_1_crawl_upgrades_with_its_budget_counts(tmp_path: Path)
     make_version_1_crawl(data_dir)
     async with SQLiteStore(data_dir, page_budget=5, discovery_budget=8) as store:
         await assert_version_1_upgraded(cast(Engine, store), OpenStore(ENGINES["sqlite"], data_dir))
+        # Migration 10 indexed every id the crawl had: none is stored twice.
+        assert await insert(store, url("b.test", 0)) == 0
     with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db:
+        # Seven ids merged by migration 10, the two URLs inserted since in the inbox.
+        tables = ("urls", "ids", "ids_inbox")
+        sizes = [db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables]
+        assert sizes == [9, 7, 2]
+        (indexed,) = db.execute("SELECT COUNT(*) FROM urls JOIN url_ids USING (id, seq)").fetchone()
+        assert indexed == 9
         columns = {row[1] for row in db.execute("PRAGMA table_info(hosts)")}
         assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
         counts = db.execute("SELECT name, discovered, fetched FROM hosts ORDER BY name").fetchall()

@@ -4,12 +4,13 @@ Migrations are numbered; ``meta.schema_version`` records the last one applied, s
 older crawl directory is upgraded in place when a newer trawl opens it. A migration is
 never edited once released: a change is a new migration appended to the list.
 
-Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.urls.url_hash),
-so the primary key is the exact insert-if-absent check. In SQLite it is a unique index
-beside the rowid, not the rowid itself: rows are then appended in insertion order and a
-new URL dirties one random leaf of that narrow index instead of one of the table (at 5 M
-URLs in bench.store: commit time 130 -> 92 s). Crawls created when the hash was the rowid
-keep that layout; the SQL is the same for both.
+Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.urls.url_hash).
+In PostgreSQL it is the primary key, so the key is the exact insert-if-absent check. In
+SQLite, from migration 10, ``urls`` is keyed by ``seq``, the order rows were stored in,
+and ids lead to rows through the id index of trawl.store.sqlite_ids: a large table of
+ids merged from a small inbox, with triggers that skip an id already held. Before it,
+the id was a unique index beside the rowid (and, in the first crawls, the rowid itself),
+written at a random leaf for every new URL.
 The frontier reads a partial index holding only QUEUED rows, per host, in rank order
 (migration 6; shallowest first before it).
 
@@ -57,11 +58,93 @@ order, read straight from the index without the 64-bit URL hash in each entry (a
 URLs in bench.store: about 5% less time, 6% less disk). PostgreSQL has no row order
 that lasts, so its key keeps ``id`` as the tie-break and the migration rebuilds the
 same index there once.
+
+Migration 10 is SQLite's alone (:class:`PerEngine`): it copies ``urls`` into a table
+keyed by ``seq`` in the order the rows were stored, builds ``ids`` from it, and adds
+the inbox, the view ``url_ids`` over both, the triggers and the four partial indexes
+again. The copy reads and writes the whole table once, in one transaction.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+from typing import NamedTuple
+
+
+class PerEngine(NamedTuple):
+    """A migration that differs by engine: each one's statements."""
+
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+
+_URL_COLUMNS = (
+    "id, url, host_id, state, depth, redirect_hops, next_fetch_at, attempts, status, "
+    "content_type, length, fetched_at, redirect_to, error, truncated, canonical, "
+    "content_hash, simhash, duplicate_of, near_duplicate_of, alias_of, origin, kind, "
+    "priority, rank, etag, last_modified, revisit_interval, due_at, lastmod, "
+    "inlink_level, change_hash"
+)
+"""Every column of ``urls`` as migrations 1 to 9 made it."""
+
+_SQLITE_ID_INDEX = (
+    """CREATE TABLE urls_by_seq (
+        seq INTEGER PRIMARY KEY,
+        id BIGINT NOT NULL,
+        url TEXT NOT NULL,
+        host_id INTEGER NOT NULL,
+        state SMALLINT NOT NULL DEFAULT 0,
+        depth INTEGER NOT NULL,
+        redirect_hops SMALLINT NOT NULL DEFAULT 0,
+        next_fetch_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+        attempts SMALLINT NOT NULL DEFAULT 0,
+        status SMALLINT,
+        content_type TEXT,
+        length BIGINT,
+        fetched_at DOUBLE PRECISION,
+        redirect_to TEXT,
+        error TEXT,
+        truncated SMALLINT NOT NULL DEFAULT 0,
+        canonical TEXT,
+        content_hash TEXT,
+        simhash BIGINT,
+        duplicate_of BIGINT,
+        near_duplicate_of BIGINT,
+        alias_of BIGINT,
+        origin TEXT,
+        kind SMALLINT NOT NULL DEFAULT 0,
+        priority DOUBLE PRECISION NOT NULL DEFAULT 0.5,
+        rank DOUBLE PRECISION NOT NULL DEFAULT 0,
+        etag TEXT,
+        last_modified TEXT,
+        revisit_interval DOUBLE PRECISION,
+        due_at DOUBLE PRECISION,
+        lastmod DOUBLE PRECISION,
+        inlink_level SMALLINT NOT NULL DEFAULT 0,
+        change_hash BIGINT
+    )""",
+    f"INSERT INTO urls_by_seq ({_URL_COLUMNS}) SELECT {_URL_COLUMNS} FROM urls ORDER BY rowid",
+    "DROP TABLE urls",
+    "ALTER TABLE urls_by_seq RENAME TO urls",
+    "CREATE TABLE ids (id BIGINT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    "INSERT INTO ids (id, seq) SELECT id, seq FROM urls ORDER BY id",
+    "CREATE TABLE ids_inbox (id BIGINT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    """CREATE VIEW url_ids (id, seq) AS
+        SELECT id, seq FROM ids UNION ALL SELECT id, seq FROM ids_inbox""",
+    """CREATE TRIGGER urls_known BEFORE INSERT ON urls
+        WHEN EXISTS (SELECT 1 FROM ids WHERE id = new.id)
+            OR EXISTS (SELECT 1 FROM ids_inbox WHERE id = new.id)
+        BEGIN SELECT RAISE(IGNORE); END""",
+    """CREATE TRIGGER urls_filed AFTER INSERT ON urls
+        BEGIN INSERT INTO ids_inbox (id, seq) VALUES (new.id, new.seq); END""",
+    "CREATE INDEX urls_ready ON urls (host_id, rank) WHERE state = 0",
+    "CREATE INDEX urls_parked ON urls (host_id) WHERE state = 5",
+    "CREATE INDEX urls_due ON urls (due_at) WHERE state IN (2, 3)",
+    "CREATE INDEX urls_claimed ON urls (host_id) WHERE state = 1",
+)
+"""Migration 10 in SQLite: ``urls`` rebuilt around ``seq``, with the id index of
+trawl.store.sqlite_ids beside it."""
+
+MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
     (
         """CREATE TABLE IF NOT EXISTS meta (
             key TEXT PRIMARY KEY,
@@ -190,18 +273,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP INDEX IF EXISTS urls_ready",
         "CREATE INDEX IF NOT EXISTS urls_ready ON urls ({ready_key}) WHERE state = 0",
     ),
+    PerEngine(sqlite=_SQLITE_ID_INDEX, postgres=()),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Each engine's spelling of the few types engines do not share.
 SQLITE_TYPES = {
+    "engine": "sqlite",
     "serial_pk": "INTEGER PRIMARY KEY",
     "hash_pk": "BIGINT PRIMARY KEY",
     "blob": "BLOB",
     "ready_key": "host_id, rank",
 }
 POSTGRES_TYPES = {
+    "engine": "postgres",
     "serial_pk": "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
     "hash_pk": "BIGINT PRIMARY KEY",
     "blob": "BYTEA",
@@ -211,4 +297,7 @@ POSTGRES_TYPES = {
 
 def migration_statements(version: int, types: dict[str, str]) -> list[str]:
     """The statements of migration ``version`` (1-based) in one engine's spelling."""
-    return [statement.format(**types) for statement in MIGRATIONS[version - 1]]
+    step = MIGRATIONS[version - 1]
+    if isinstance(step, PerEngine):
+        return list(getattr(step, types["engine"]))
+    return [statement.format(**types) for statement in step]

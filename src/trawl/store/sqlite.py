@@ -59,19 +59,25 @@ from trawl.store.sqlite_content import (
     select_in,
     simhash_candidates,
 )
+from trawl.store.sqlite_ids import MERGE_ROWS, by_id, inbox_size, merge_inbox, row_of
 
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
 
 CLAIM_QUEUED = (
-    f"SELECT {CLAIM_COLUMNS} FROM urls "
+    f"SELECT seq, {CLAIM_COLUMNS} FROM urls "
     "WHERE host_id = ? AND state = 0 AND next_fetch_at <= ? "
-    "ORDER BY rank, rowid LIMIT ?"
+    "ORDER BY rank, seq LIMIT ?"
 )
-"""A host's due QUEUED URLs, best rank first and equal ranks as they were stored (commit
-by commit, a commit's URLs in hash order): read in order from the frontier index
-``urls_ready`` (host_id, rank, then the rowid every entry ends with), with no sort."""
+"""A host's due QUEUED URLs with their ``seq``, best rank first and equal ranks as they
+were stored (commit by commit, a commit's URLs in hash order): read in order from the
+frontier index ``urls_ready`` (host_id, rank, then the ``seq`` every entry ends with),
+with no sort."""
+
+_EXPORT_BY_ID = "k.id, " + EXPORT_COLUMNS.removeprefix("id, ")
+"""The export columns read through the id index (trawl.store.sqlite_ids), the URL id
+taken from it so that the rows come in its order."""
 
 
 class SQLiteStore(AsyncResource):
@@ -79,7 +85,8 @@ class SQLiteStore(AsyncResource):
 
     ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
     ``wal_limit`` bounds the write-ahead log file (trawl.store.checkpoint); ``horizon``
-    is the queue time the priority range is worth (trawl.priority).
+    is the queue time the priority range is worth (trawl.priority); ``inbox_limit`` is
+    how many ids the id index's inbox gathers before a merge (trawl.store.sqlite_ids).
     """
 
     def __init__(
@@ -91,8 +98,10 @@ class SQLiteStore(AsyncResource):
         discovery_budget: int | None = None,
         wal_limit: int = WAL_LIMIT,
         horizon: float = DEFAULT_HORIZON,
+        inbox_limit: int = MERGE_ROWS,
     ) -> None:
         self._horizon = horizon
+        self._inbox_limit = inbox_limit
         self.path = data_dir / DB_NAME
         self._wal_limit = wal_limit
         self._checkpointer: Checkpointer | None = None
@@ -104,6 +113,8 @@ class SQLiteStore(AsyncResource):
         self._closed = False
         self._host_ids: dict[str, int] = {}
         """Committed host ids by name, read and written on the store thread only."""
+        self._inbox = 0
+        """Ids in the id index's inbox (trawl.store.sqlite_ids), on the store thread."""
 
     async def __aenter__(self) -> Self:
         await self._run(self._open)
@@ -155,6 +166,7 @@ class SQLiteStore(AsyncResource):
         self._conn = conn
         if not self._readonly:
             self._migrate()
+            self._inbox = inbox_size(conn)
             self._checkpointer = Checkpointer(self.path)
 
     def _migrate(self) -> None:
@@ -219,16 +231,15 @@ class SQLiteStore(AsyncResource):
 
     async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
         def page(start: int) -> list[Row]:
-            query = "SELECT id FROM urls WHERE id >= ? ORDER BY id LIMIT ?"
+            query = "SELECT id FROM url_ids WHERE id >= ? ORDER BY id LIMIT ?"
             return self._db.execute(query, (start, batch)).fetchall()
 
         async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
             yield [row[0] for row in rows]
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
-        return await self._run(
-            lambda: dict(select_in(self._db, "SELECT id, url FROM urls WHERE id IN", sorted(ids)))
-        )
+        query = "SELECT k.id, u.url FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq WHERE k.id IN"
+        return await self._run(lambda: dict(select_in(self._db, query, sorted(ids))))
 
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
         return await self._run(lambda: self._transaction(lambda db: _ensure_hosts(db, names)))
@@ -327,7 +338,7 @@ class SQLiteStore(AsyncResource):
                     "UPDATE hosts SET queued = queued - ?, claimed = claimed + ? WHERE id = ?",
                     (len(rows), len(rows), host_id),
                 )
-                claimed.extend(QueuedURL(*row) for row in rows)
+                claimed.extend(QueuedURL(*row[1:]) for row in rows)
             _add_counters(db, {PAGE_BUDGET_COUNTER: parked})
             return claimed
 
@@ -344,6 +355,10 @@ class SQLiteStore(AsyncResource):
             if len(known) + len(found) > HOST_ID_CACHE:
                 known.clear()
             known.update(found)
+            self._inbox += result.inserted
+            if self._inbox >= self._inbox_limit:
+                self._transaction(merge_inbox)
+                self._inbox = 0
             return result
 
         return await self._run(work)
@@ -355,7 +370,7 @@ class SQLiteStore(AsyncResource):
             picked = (
                 "state IN (2, 3)"
                 if every
-                else "id IN (SELECT id FROM urls WHERE state IN (2, 3) AND due_at <= :now "
+                else "seq IN (SELECT seq FROM urls WHERE state IN (2, 3) AND due_at <= :now "
                 "ORDER BY due_at LIMIT :limit)"
             )
             hosts = db.execute(
@@ -462,18 +477,15 @@ class SQLiteStore(AsyncResource):
         self, start: int, limit: int, state: State | None = None
     ) -> list[tuple[int, ExportRow]]:
         def work() -> list[tuple[int, ExportRow]]:
-            rows = self._db.execute(
-                f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= ? AND (? IS NULL OR state = ?) "
-                "ORDER BY id LIMIT ?",
-                (start, state, state, limit),
-            ).fetchall()
+            query = by_id(_EXPORT_BY_ID, "k.id >= ?1 AND (?2 IS NULL OR u.state = ?2)")
+            rows = self._db.execute(f"{query} LIMIT ?3", (start, state, limit)).fetchall()
             return [(row[0], export_row(row)) for row in rows]
 
         return await self._run(work)
 
     async def export(self) -> AsyncIterator[ExportRow]:
         def page(start: int) -> list[Row]:
-            query = f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= ? ORDER BY id LIMIT 5000"
+            query = by_id(_EXPORT_BY_ID, "k.id >= ?1") + " LIMIT 5000"
             return self._db.execute(query, (start,)).fetchall()
 
         async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
@@ -519,7 +531,7 @@ def _leased_to(db: sqlite3.Connection, worker: str, host_ids: Sequence[int]) -> 
     return {host_id for host_id, owner, expires in rows if owner == worker and expires >= now}
 
 
-_CLAIM_URL = f"UPDATE urls SET state = {int(State.CLAIMED)} WHERE id = ?"
+_CLAIM_URL = f"UPDATE urls SET state = {int(State.CLAIMED)} WHERE seq = ?"
 """Marks a URL handed out; the state is spelled in the SQL, not bound as an enum member
 (sqlite3 binds an ``int`` subclass only after looking for an adapter)."""
 
@@ -607,17 +619,17 @@ every refill."""
 _RAISE_INLINKS = (
     f"UPDATE urls SET priority = MIN(1.0, priority + {LEVEL_STEP} * (?1 - inlink_level)), "
     f"rank = rank - CASE WHEN state = 0 THEN {LEVEL_STEP} * (?1 - inlink_level) * ?2 ELSE 0 END, "
-    "inlink_level = ?1 WHERE id = ?3 AND inlink_level < ?1"
+    f"inlink_level = ?1 WHERE seq = {row_of('?3')} AND inlink_level < ?1"
 )
 """A URL gains ``LEVEL_STEP`` of priority per in-link level it reached (trawl.inlinks)."""
 _INSERT_URL = (
     "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+"""The insert of a new URL; the trigger ``urls_known`` skips one already stored."""
 InsertRow = tuple[int, str, int, int, int, str | None, int, float, float]
 _INSERT_LINK = (
-    "INSERT INTO urls (id, url, host_id, depth, priority, rank) "
-    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+    "INSERT INTO urls (id, url, host_id, depth, priority, rank) VALUES (?, ?, ?, ?, ?, ?)"
 )
 """The insert of a plain link (a page, no redirect hops, no origin: the columns'
 defaults). Six parameters instead of nine, and no None, which sqlite3 binds only after
@@ -700,11 +712,11 @@ def _apply(
             "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
             "length = ?, fetched_at = COALESCE(?, fetched_at), redirect_to = ?, error = ?, "
             "truncated = ?, "
-            "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM urls WHERE id = ?), "
+            "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM url_ids WHERE id = ?), "
             "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash), "
             "etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified), "
             "revisit_interval = COALESCE(?, revisit_interval), due_at = COALESCE(?, due_at), "
-            "change_hash = COALESCE(?, change_hash) WHERE id = ?",
+            f"change_hash = COALESCE(?, change_hash) WHERE seq = {row_of('?')}",
             [
                 (
                     int(o.state), o.attempts, o.status, o.content_type, o.length, o.fetched_at,
@@ -776,7 +788,7 @@ def _apply(
         # A page fetched before a sitemap's lastmod is due now.
         db.executemany(
             "UPDATE urls SET lastmod = ?, due_at = CASE WHEN fetched_at < ? "
-            "THEN MIN(COALESCE(due_at, ?), ?) ELSE due_at END WHERE id = ?",
+            f"THEN MIN(COALESCE(due_at, ?), ?) ELSE due_at END WHERE seq = {row_of('?')}",
             [(lastmod, lastmod, batch.at, batch.at, uid) for uid, lastmod in batch.lastmods],
         )
     if batch.inlinks:

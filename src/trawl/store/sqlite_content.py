@@ -14,6 +14,7 @@ from typing import Any
 
 from trawl.neardup import Blocks, blocks
 from trawl.store.base import CommitBatch, content_rows, version_row
+from trawl.store.sqlite_ids import row_of
 
 _IN_CHUNK = 500
 """Values per ``IN (...)`` list, below SQLite's variable limit."""
@@ -24,7 +25,7 @@ _CANDIDATES = (
         f"SELECT url_id, added FROM simhash_blocks WHERE block_no = {n} AND block_value = ?"
         for n in range(4)
     )
-    + ") AS b JOIN urls AS u ON u.id = b.url_id "
+    + f") AS b JOIN urls AS u ON u.seq = {row_of('b.url_id')} "
     "WHERE u.simhash IS NOT NULL GROUP BY b.url_id ORDER BY MIN(b.added), b.url_id"
 )
 
@@ -49,7 +50,10 @@ def content_owners(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, i
 
 def content_hashes(db: sqlite3.Connection, url_ids: Sequence[int]) -> dict[int, str]:
     """The latest content hash of each given URL that has one."""
-    query = "SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL AND id IN"
+    query = (
+        "SELECT k.id, u.content_hash FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
+        "WHERE u.content_hash IS NOT NULL AND k.id IN"
+    )
     return dict(select_in(db, query, url_ids))
 
 
@@ -94,6 +98,6 @@ def apply_content(db: sqlite3.Connection, batch: CommitBatch) -> None:
         db.executemany("DELETE FROM simhash_blocks WHERE url_id = ?", [(i,) for i in exact])
     if batch.duplicates:
         db.executemany(
-            "UPDATE urls SET duplicate_of = ?, near_duplicate_of = ? WHERE id = ?",
+            f"UPDATE urls SET duplicate_of = ?, near_duplicate_of = ? WHERE seq = {row_of('?')}",
             [(d.duplicate_of, d.near_duplicate_of, d.url_id) for d in batch.duplicates],
         )

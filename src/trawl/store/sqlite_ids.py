@@ -1,0 +1,62 @@
+"""The SQLite engine's id index: which row of ``urls`` holds a URL id (schema migration 10).
+
+A ``urls`` row is found by ``seq``, its place in storage order (the table's integer key).
+A URL id leads to it through one of two ``WITHOUT ROWID`` tables of (id, seq): ``ids``,
+which holds nearly every id, and ``ids_inbox``, which holds the ids stored since the
+last merge. Triggers on ``urls`` keep them exact for any writer: an insert whose id
+either table holds is skipped (the insert-if-absent check), and each row inserted files
+its id in the inbox. The view ``url_ids`` reads both.
+
+Why an inbox: a new URL's id belongs at a random place in a large index. Written in
+place, every new URL dirtied one random leaf of it, which the commit and the checkpoint
+then wrote out whole. The inbox stays small and in the page cache, and a merge moves it
+into ``ids`` in id order, each leaf of ``ids`` written once for all the ids it gains
+(bench.id_index models both layouts; bench.store measures the store).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MERGE_ROWS = 200_000
+"""Ids the inbox holds before the store merges it into ``ids``."""
+
+ROW_OF = "(SELECT seq FROM url_ids WHERE id = {})"
+"""The ``seq`` of the row holding a URL id, given as a SQL parameter (``?``, ``?3``);
+NULL when no row does. Both tables are searched by their keys."""
+
+
+def row_of(parameter: str) -> str:
+    """:data:`ROW_OF` for one parameter."""
+    return ROW_OF.format(parameter)
+
+
+def by_id(columns: str, where: str = "") -> str:
+    """A query for ``urls`` rows in id order, each reached from its id.
+
+    ``columns`` may name ``k.id`` (the URL id, which orders the result) and any column of
+    ``urls`` as ``u``; ``where`` is extra conditions on them, joined with AND. The query
+    reads both tables of ids in key order and merges them, without sorting; its
+    parameters are the ones ``columns`` and ``where`` use, numbered (``?1``).
+    """
+    condition = f" WHERE {where}" if where else ""
+    arms = (
+        f"SELECT {columns} FROM {table} AS k JOIN urls AS u ON u.seq = k.seq{condition}"
+        for table in ("ids", "ids_inbox")
+    )
+    return " UNION ALL ".join(arms) + " ORDER BY 1"
+
+
+def inbox_size(db: sqlite3.Connection) -> int:
+    """How many ids the inbox holds."""
+    return int(db.execute("SELECT COUNT(*) FROM ids_inbox").fetchone()[0])
+
+
+def merge_inbox(db: sqlite3.Connection) -> int:
+    """Move the inbox's ids into ``ids``, in id order; return how many moved. Runs
+    inside a transaction."""
+    moved: int = db.execute(
+        "INSERT INTO ids (id, seq) SELECT id, seq FROM ids_inbox ORDER BY id"
+    ).rowcount
+    db.execute("DELETE FROM ids_inbox")
+    return moved
