@@ -8,7 +8,7 @@ Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.url
 In PostgreSQL it is the primary key, so the key is the exact insert-if-absent check. In
 SQLite, from migration 10, ``urls`` is keyed by ``seq``, the order rows were stored in,
 and ids lead to rows through the id index of trawl.store.sqlite_ids: a large table of
-ids merged from a small inbox, with triggers that skip an id already held. Before it,
+ids merged from a small inbox. Before it,
 the id was a unique index beside the rowid (and, in the first crawls, the rowid itself),
 written at a random leaf for every new URL.
 The frontier reads a partial index holding only QUEUED rows, per host, in rank order
@@ -60,9 +60,12 @@ that lasts, so its key keeps ``id`` as the tie-break and the migration rebuilds 
 same index there once.
 
 Migration 10 is SQLite's alone (:class:`PerEngine`): it copies ``urls`` into a table
-keyed by ``seq`` in the order the rows were stored, builds ``ids`` from it, and adds
-the inbox, the view ``url_ids`` over both, the triggers and the four partial indexes
-again. The copy reads and writes the whole table once, in one transaction.
+keyed by ``seq`` in the order the rows were stored, builds ``ids`` from it, and adds the
+inbox, the view ``url_ids`` over both, and the four partial indexes again. The copy
+reads and writes the whole table once, in one transaction; its two copies say ``OR
+IGNORE`` (no row can break a constraint the old table kept) so that SQLite keeps no
+statement journal of them in memory (trawl.store.sqlite_ids.merge_inbox): with one, a
+10 M URL crawl peaked at 1.8 GB of RSS while it migrated (95 s).
 """
 
 from __future__ import annotations
@@ -122,20 +125,15 @@ _SQLITE_ID_INDEX = (
         inlink_level SMALLINT NOT NULL DEFAULT 0,
         change_hash BIGINT
     )""",
-    f"INSERT INTO urls_by_seq ({_URL_COLUMNS}) SELECT {_URL_COLUMNS} FROM urls ORDER BY rowid",
+    f"INSERT OR IGNORE INTO urls_by_seq ({_URL_COLUMNS}) "
+    f"SELECT {_URL_COLUMNS} FROM urls ORDER BY rowid",
     "DROP TABLE urls",
     "ALTER TABLE urls_by_seq RENAME TO urls",
     "CREATE TABLE ids (id BIGINT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
-    "INSERT INTO ids (id, seq) SELECT id, seq FROM urls ORDER BY id",
+    "INSERT OR IGNORE INTO ids (id, seq) SELECT id, seq FROM urls ORDER BY id",
     "CREATE TABLE ids_inbox (id BIGINT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
     """CREATE VIEW url_ids (id, seq) AS
         SELECT id, seq FROM ids UNION ALL SELECT id, seq FROM ids_inbox""",
-    """CREATE TRIGGER urls_known BEFORE INSERT ON urls
-        WHEN EXISTS (SELECT 1 FROM ids WHERE id = new.id)
-            OR EXISTS (SELECT 1 FROM ids_inbox WHERE id = new.id)
-        BEGIN SELECT RAISE(IGNORE); END""",
-    """CREATE TRIGGER urls_filed AFTER INSERT ON urls
-        BEGIN INSERT INTO ids_inbox (id, seq) VALUES (new.id, new.seq); END""",
     "CREATE INDEX urls_ready ON urls (host_id, rank) WHERE state = 0",
     "CREATE INDEX urls_parked ON urls (host_id) WHERE state = 5",
     "CREATE INDEX urls_due ON urls (due_at) WHERE state IN (2, 3)",

@@ -59,7 +59,15 @@ from trawl.store.sqlite_content import (
     select_in,
     simhash_candidates,
 )
-from trawl.store.sqlite_ids import MERGE_ROWS, by_id, inbox_size, merge_inbox, row_of
+from trawl.store.sqlite_ids import (
+    MERGE_ROWS,
+    by_id,
+    file_since,
+    inbox_size,
+    last_seq,
+    merge_inbox,
+    row_of,
+)
 
 T = TypeVar("T")
 
@@ -626,7 +634,7 @@ _INSERT_URL = (
     "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-"""The insert of a new URL; the trigger ``urls_known`` skips one already stored."""
+"""The insert of a new URL (one the store does not hold: :func:`_unstored`)."""
 InsertRow = tuple[int, str, int, int, int, str | None, int, float, float]
 _INSERT_LINK = (
     "INSERT INTO urls (id, url, host_id, depth, priority, rank) VALUES (?, ?, ?, ?, ?, ?)"
@@ -651,9 +659,9 @@ def _insert_urls(
     """Insert one host's new URLs, at most ``room`` of them (None: all), queued at
     ``queued_at`` (their rank, trawl.priority).
 
-    Returns (rows inserted, candidates left out by the budget). When the batch does not
-    fit, the shallowest candidates, in the order they were found, take the room left;
-    each is inserted on its own so that one the store already has uses none of it.
+    ``urls`` are URLs the store does not hold, each once (:func:`_unstored`). Returns
+    (rows inserted, candidates left out by the budget). When they do not fit, the
+    shallowest, in the order they were found, take the room left.
     """
     links: list[LinkRow] = []
     rows: list[InsertRow] = []
@@ -673,17 +681,26 @@ def _insert_urls(
         # Key order: neighbouring inserts share B-tree pages.
         links.sort()
         rows.sort()
-        added: int = db.executemany(_INSERT_LINK, links).rowcount
+        db.executemany(_INSERT_LINK, links)
         if rows:
-            added += db.executemany(_INSERT_URL, rows).rowcount
-        return added, 0
-    added = tried = 0
-    for row in sorted(rows, key=_depth_of):
-        if added >= limit:
-            break
-        tried += 1
-        added += db.execute(_INSERT_URL, row).rowcount
-    return added, len(rows) - tried
+            db.executemany(_INSERT_URL, rows)
+        return len(urls), 0
+    taken = sorted(rows, key=_depth_of)[: max(limit, 0)]
+    db.executemany(_INSERT_URL, taken)
+    return len(taken), len(rows) - len(taken)
+
+
+def _unstored(db: sqlite3.Connection, urls: Sequence[NewURL]) -> list[NewURL]:
+    """The URLs of ``urls`` whose id the store does not hold, each id once (the first
+    found): the store's own insert-if-absent check, a read of the id index and no
+    write."""
+    wanted = sorted({u.id for u in urls})
+    held = {row[0] for row in select_in(db, "SELECT id FROM url_ids WHERE id IN", wanted)}
+    fresh: dict[int, NewURL] = {}
+    for u in urls:
+        if u.id not in held:
+            fresh.setdefault(u.id, u)
+    return list(fresh.values())
 
 
 def _depth_of(row: InsertRow) -> int:
@@ -735,10 +752,12 @@ def _apply(
         )
     inserted = left_out = 0
     hosts_with_new_work: set[int] = set()
-    if batch.new_urls:
-        host_id = _batch_host_ids(db, {u.host for u in batch.new_urls}, known_hosts, found_hosts)
+    fresh = _unstored(db, batch.new_urls) if batch.new_urls else []
+    if fresh:
+        filed_after = last_seq(db)
+        host_id = _batch_host_ids(db, {u.host for u in fresh}, known_hosts, found_hosts)
         by_host: dict[int, list[NewURL]] = {}
-        for u in batch.new_urls:
+        for u in fresh:
             by_host.setdefault(host_id[u.host], []).append(u)
         gained: dict[int, int] = {}
         for hid, urls in by_host.items():
@@ -752,6 +771,7 @@ def _apply(
             left_out += over
         hosts_with_new_work = {hid for hid, added in gained.items() if added}
         inserted = sum(gained.values())
+        file_since(db, filed_after)
         db.executemany(
             "UPDATE hosts SET queued = queued + ?, discovered = discovered + ? WHERE id = ?",
             [(gained[hid], gained[hid], hid) for hid in sorted(hosts_with_new_work)],
