@@ -16,20 +16,26 @@ from test_store import insert, rows, url
 from trawl.neardup import blocks
 from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State
 from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite_ids import register
+from trawl.urls import url_tag
 
 INBOX = 5
 """The inbox limit of these tests' stores: a merge after every five new URLs or so."""
 
 
 def tables(path: Path) -> tuple[int, int, int]:
-    """How many rows ``urls``, ``ids`` and ``ids_inbox`` hold; every row is indexed once."""
+    """How many rows ``urls``, ``ids`` and ``ids_inbox`` hold; every row is indexed once,
+    with its URL's tag."""
     with contextlib.closing(sqlite3.connect(path / DB_NAME)) as db:
         counts = [db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES]
         unindexed = db.execute(
             "SELECT COUNT(*) FROM urls AS u WHERE (SELECT COUNT(*) FROM url_ids AS k "
             "WHERE k.id = u.id AND k.seq = u.seq) <> 1"
         ).fetchone()[0]
+        tags = db.execute("SELECT u.url, k.tag FROM urls AS u JOIN url_ids AS k USING (id)")
+        mistagged = [u for u, tag in tags if tag != url_tag(u)]
     assert unindexed == 0
+    assert mistagged == []
     return counts[0], counts[1], counts[2]
 
 
@@ -57,6 +63,7 @@ async def test_urls_are_found_and_kept_once_on_both_sides_of_a_merge(
     every = [*first, *second, *third]
     assert await insert(store, *every) == 0
     assert await store.existing([u.id for u in every] + [1, 2]) == {u.id: u.url for u in every}
+    assert await store.held([u.id for u in every] + [1, 2]) == {u.id: url_tag(u.url) for u in every}
     listed = [i async for batch in store.iter_ids(batch=3) for i in batch]
     assert listed == sorted(u.id for u in every)
     exported = [row.url async for row in store.export()]
@@ -173,6 +180,7 @@ async def test_no_statement_by_url_id_reads_a_whole_table(
         )
     )  # fmt: skip
     await store.existing([u.id for u in urls])
+    await store.held([u.id for u in urls])
     await store.content_hashes([first.id])
     await store.simhash_candidates(blocks(7))
     await store.url_page(0, 10, State.DONE)
@@ -181,5 +189,6 @@ async def test_no_statement_by_url_id_reads_a_whole_table(
     reads = [s for s in statements if re.search(r"\b(SELECT|UPDATE|DELETE)\b", s)]
     assert len(reads) >= 20
     with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db:
+        register(db)
         scans = {s: full_reads(db, s) for s in reads if not s.startswith(MERGE)}
     assert {s: steps for s, steps in scans.items() if steps} == {}
