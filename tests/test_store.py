@@ -41,7 +41,7 @@ from trawl.store.schema import (
     migration_statements,
 )
 from trawl.store.sqlite import CLAIM_QUEUED, DB_NAME, SQLiteStore
-from trawl.urls import url_hash, url_tag
+from trawl.urls import url_hash
 
 __all__ = ["pg_schema"]
 
@@ -171,7 +171,6 @@ async def test_insert_if_absent_keeps_one_row_and_an_exact_count(store: Engine) 
     assert counters["queued"] == 3
     assert sorted(await rows(store)) == ["http://a.test/1", "http://a.test/2", "http://b.test/1"]
     assert await store.existing([first.id, 12345]) == {first.id: first.url}
-    assert await store.held([first.id, 12345]) == {first.id: url_tag(first.url)}
 
 
 async def test_commit_reports_hosts_that_got_new_work(store: Engine) -> None:
@@ -601,11 +600,6 @@ async def test_a_version_1_crawl_upgrades_with_its_budget_counts(tmp_path: Path)
         assert sizes == [9, 7, 2]
         (indexed,) = db.execute("SELECT COUNT(*) FROM urls JOIN url_ids USING (id, seq)").fetchone()
         assert indexed == 9
-        # Migration 11 tagged every id with its URL's text.
-        tagged = db.execute("SELECT u.url, k.tag FROM urls AS u JOIN url_ids AS k USING (id)")
-        assert sorted(tag for _, tag in tagged.fetchall()) == sorted(
-            url_tag(u) for (u,) in db.execute("SELECT url FROM urls")
-        )
         columns = {row[1] for row in db.execute("PRAGMA table_info(hosts)")}
         assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
         counts = db.execute("SELECT name, discovered, fetched FROM hosts ORDER BY name").fetchall()

@@ -2,15 +2,13 @@
 
 The Bloom filter answers "definitely new" or "maybe seen". Definitely-new URLs go
 straight to the store's insert; maybe-seen ones are looked up in the store, which
-settles them: an id it holds is a duplicate when the held URL's tag (trawl.urls.url_tag,
-a second hash of its text) matches too, and a 64-bit hash collision otherwise. Most
-links of a crawl point at pages already known (navigation, popular pages), so a bounded
-cache of ids the store has confirmed, each with a hash of its URL text
-(trawl.known_ids), answers those without a look-up; it only ever says "known", and the
-store never forgets a URL, so it cannot make a duplicate or lose one. Because the
-store's primary key is the URL hash and inserts are ``ON CONFLICT DO NOTHING``, a wrong
-Bloom answer can never create a duplicate or lose a URL: the unique count always comes
-from the store.
+settles them exactly. Most links of a crawl point at pages already known (navigation,
+popular pages), so a bounded cache of ids the store has confirmed, each with a hash of
+its URL text (trawl.known_ids), answers those without a look-up; it only ever says
+"known", and the store never forgets a URL, so it cannot make a duplicate or lose one.
+Because the store's primary key is the URL hash and inserts are ``ON CONFLICT DO
+NOTHING``, a wrong Bloom answer can never create a duplicate or lose a URL: the unique
+count always comes from the store.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from rbloom import Bloom
 
 from trawl.known_ids import KnownIds
 from trawl.store.base import NewURL, Store
-from trawl.urls import url_tag
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +76,7 @@ class SeenSet:
 
         The survivors are added to the filter; the caller inserts them in the store.
         Duplicates inside the batch count as duplicates too. A URL whose hash matches a
-        known URL with another tag, so other text (a 64-bit collision), is counted and
-        dropped.
+        known URL with different text (a 64-bit collision) is counted and dropped.
         """
         unique: dict[int, NewURL] = {}
         duplicates = 0
@@ -96,10 +92,9 @@ class SeenSet:
         maybe = [uid for uid in unique if uid in self._bloom]
         collisions = 0
         if maybe:
-            held = await self._store.held(maybe)
-            for uid, tag in held.items():
-                url = unique.pop(uid).url
-                if url_tag(url) == tag:
+            stored = await self._store.existing(maybe)
+            for uid, url in stored.items():
+                if unique.pop(uid).url == url:
                     duplicates += 1
                     kept.append(uid)
                     kept_hashes.append(hash(url))

@@ -49,7 +49,6 @@ import enum
 import hashlib
 import re
 import string
-import zlib
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -593,13 +592,6 @@ def url_hash(url: str) -> int:
     """A stable signed 64-bit hash of `url` (fits SQLite INTEGER and PostgreSQL bigint)."""
     digest = hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def url_tag(url: str) -> int:
-    """A second, independent 32-bit hash of `url` (signed, so SQLite stores it in four
-    bytes): kept beside a URL's id so that an id held for other text (a collision of
-    :func:`url_hash`) is told apart without reading the URL itself."""
-    return zlib.crc32(url.encode("utf-8", "surrogatepass")) - 0x80000000
 
 
 def host_key(url: str) -> str:

@@ -518,12 +518,6 @@ class Store(Protocol):
         """Return ``{id: url}`` for the given ids that are already known."""
         ...
 
-    async def held(self, ids: Sequence[int]) -> Mapping[int, int]:
-        """Return ``{id: url_tag(url)}`` for the given ids that are already known
-        (trawl.urls.url_tag): what the seen-set needs to settle a "maybe", without the
-        URL's text."""
-        ...
-
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
         """Return ids for host names, creating hosts that are new."""
         ...

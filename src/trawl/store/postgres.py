@@ -65,7 +65,6 @@ from trawl.store.postgres_content import (
     simhash_candidates,
 )
 from trawl.store.schema import POSTGRES_TYPES, SCHEMA_VERSION, migration_statements
-from trawl.urls import url_tag
 
 _POOL_SIZE = 4
 _CONNECT_TIMEOUT = 10
@@ -669,10 +668,6 @@ class PostgresStore(AsyncResource):
                 "SELECT id, url FROM urls WHERE id = ANY(%s::bigint[])", (list(ids),)
             )
             return {row[0]: row[1] for row in await cursor.fetchall()}
-
-    async def held(self, ids: Sequence[int]) -> Mapping[int, int]:
-        # The rows are keyed by id here: the text comes with the look-up.
-        return {uid: url_tag(url) for uid, url in (await self.existing(ids)).items()}
 
     async def host_ids(self, names: Sequence[str]) -> Mapping[str, int]:
         async with self._transaction() as conn:

@@ -64,15 +64,9 @@ keyed by ``seq`` in the order the rows were stored, builds ``ids`` from it, and 
 inbox, the view ``url_ids`` over both, and the four partial indexes again. The copy
 reads and writes the whole table once, in one transaction; its two copies say ``OR
 IGNORE`` (no row can break a constraint the old table kept) so that SQLite keeps no
-statement journal of them (trawl.store.sqlite_ids.merge_inbox): a 10 M URL crawl peaked
-at 1.8 GB of RSS while it migrated (95 s). Dropping a table keeps its pages in one as
-well, so the store migrates with its temporary files on disk, not in RAM.
-
-Migration 11, SQLite's alone too, gives each entry of the id index the URL's tag
-(trawl.urls.url_tag, a second hash of its text), so that a look-up tells a held URL
-from a hash collision without reading the row. It rebuilds ``ids`` from both tables and
-the rows they point at, in id order, with the inbox merged in; ``url_tag`` is the SQL
-function the store registers on its connection before it migrates.
+statement journal of them (trawl.store.sqlite_ids.merge_inbox). Dropping the old table
+keeps one of all its pages, so the store migrates with its temporary files on disk, not
+in RAM: a 10 M URL crawl peaked at 1.8 GB of RSS while it migrated (95 s) before.
 """
 
 from __future__ import annotations
@@ -145,24 +139,6 @@ _SQLITE_ID_INDEX = (
     "CREATE INDEX urls_parked ON urls (host_id) WHERE state = 5",
     "CREATE INDEX urls_due ON urls (due_at) WHERE state IN (2, 3)",
     "CREATE INDEX urls_claimed ON urls (host_id) WHERE state = 1",
-)
-
-_SQLITE_ID_TAGS = (
-    "DROP VIEW url_ids",
-    "CREATE TABLE ids_tagged (id BIGINT PRIMARY KEY, seq INTEGER NOT NULL, "
-    "tag INTEGER NOT NULL) WITHOUT ROWID",
-    """INSERT OR IGNORE INTO ids_tagged (id, seq, tag)
-        SELECT k.id, k.seq, url_tag(u.url) FROM ids AS k JOIN urls AS u ON u.seq = k.seq
-        UNION ALL
-        SELECT k.id, k.seq, url_tag(u.url) FROM ids_inbox AS k JOIN urls AS u ON u.seq = k.seq
-        ORDER BY 1""",
-    "DROP TABLE ids",
-    "DROP TABLE ids_inbox",
-    "ALTER TABLE ids_tagged RENAME TO ids",
-    "CREATE TABLE ids_inbox (id BIGINT PRIMARY KEY, seq INTEGER NOT NULL, "
-    "tag INTEGER NOT NULL) WITHOUT ROWID",
-    """CREATE VIEW url_ids (id, seq, tag) AS
-        SELECT id, seq, tag FROM ids UNION ALL SELECT id, seq, tag FROM ids_inbox""",
 )
 """Migration 10 in SQLite: ``urls`` rebuilt around ``seq``, with the id index of
 trawl.store.sqlite_ids beside it."""
@@ -297,7 +273,6 @@ MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
         "CREATE INDEX IF NOT EXISTS urls_ready ON urls ({ready_key}) WHERE state = 0",
     ),
     PerEngine(sqlite=_SQLITE_ID_INDEX, postgres=()),
-    PerEngine(sqlite=_SQLITE_ID_TAGS, postgres=()),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,18 +1,12 @@
-"""The SQLite engine's id index: which row of ``urls`` holds a URL id (schema migrations
-10 and 11).
+"""The SQLite engine's id index: which row of ``urls`` holds a URL id (schema migration 10).
 
 A ``urls`` row is found by ``seq``, its place in storage order (the table's integer key).
-A URL id leads to it through one of two ``WITHOUT ROWID`` tables of (id, seq, tag):
-``ids``, which holds nearly every id, and ``ids_inbox``, which holds the ids stored since
-the last merge. The view ``url_ids`` reads both. The store is their one writer: a commit
+A URL id leads to it through one of two ``WITHOUT ROWID`` tables of (id, seq): ``ids``,
+which holds nearly every id, and ``ids_inbox``, which holds the ids stored since the
+last merge. The view ``url_ids`` reads both. The store is their one writer: a commit
 reads which of its new URLs the index holds already (the insert-if-absent check),
 appends the others to ``urls``, and files their ids in the inbox with one statement.
 Triggers on ``urls`` did the same for any writer, at about 2.5 us more a row.
-
-The tag is a second hash of the URL's text (trawl.urls.url_tag): the seen-set's
-look-ups (:data:`HELD`) tell a held URL from a 64-bit hash collision with it, without
-reading the row, which for most look-ups is a leaf of ``urls`` missing from the page
-cache. The SQL function ``url_tag`` (:func:`register`) computes it.
 
 Why an inbox: a new URL's id belongs at a random place in a large index. Written in
 place, every new URL dirtied one random leaf of it, which the commit and the checkpoint
@@ -25,23 +19,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from trawl.urls import url_tag
-
 MERGE_ROWS = 200_000
 """Ids the inbox holds before the store merges it into ``ids``."""
 
 ROW_OF = "(SELECT seq FROM url_ids WHERE id = {})"
 """The ``seq`` of the row holding a URL id, given as a SQL parameter (``?``, ``?3``);
 NULL when no row does. Both tables are searched by their keys."""
-
-
-HELD = "SELECT id, tag FROM url_ids WHERE id IN"
-"""The tag of each id the index holds, for ids given as a SQL list (trawl.store.select)."""
-
-
-def register(db: sqlite3.Connection) -> None:
-    """Give ``db`` the SQL function ``url_tag`` that filing ids and migration 11 call."""
-    db.create_function("url_tag", 1, url_tag, deterministic=True)
 
 
 def row_of(parameter: str) -> str:
@@ -73,10 +56,7 @@ def last_seq(db: sqlite3.Connection) -> int:
 def file_since(db: sqlite3.Connection, seq: int) -> None:
     """File in the inbox the id of every row stored after ``seq``: the rows a commit
     has just appended, read from the end of ``urls`` in one statement."""
-    db.execute(
-        "INSERT INTO ids_inbox (id, seq, tag) SELECT id, seq, url_tag(url) FROM urls WHERE seq > ?",
-        (seq,),
-    )
+    db.execute("INSERT INTO ids_inbox (id, seq) SELECT id, seq FROM urls WHERE seq > ?", (seq,))
 
 
 def inbox_size(db: sqlite3.Connection) -> int:
@@ -94,7 +74,7 @@ def merge_inbox(db: sqlite3.Connection) -> int:
     changes most of ``ids``. With it, peak RSS grew by the size of ``ids`` (at 7 M URLs
     in bench.store, 339 MB instead of about 210)."""
     moved: int = db.execute(
-        "INSERT OR IGNORE INTO ids (id, seq, tag) SELECT id, seq, tag FROM ids_inbox ORDER BY id"
+        "INSERT OR IGNORE INTO ids (id, seq) SELECT id, seq FROM ids_inbox ORDER BY id"
     ).rowcount
     db.execute("DELETE FROM ids_inbox")
     return moved
