@@ -1,6 +1,7 @@
 """The SQLite store's id index: a URL id leads to its row whether its id sits in the
 inbox or has been merged into ``ids``, nothing is stored twice across a merge, a crawl
-reopened counts the inbox it left, and no look-up by id reads a whole table."""
+reopened counts the inbox it left, no look-up by id reads a whole table, and migrating an
+older crawl to the index does not hold its old table in RAM."""
 
 from __future__ import annotations
 
