@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import is_page
+from test_store import make_version_1_crawl
 from trawl.cli import main
 from trawl.exporter import COLUMNS
 from trawl.testsite import Site, SiteServer, generate_site
@@ -222,6 +223,15 @@ def test_status_without_a_crawl_is_a_clear_error(tmp_path: Path) -> None:
     line = assert_one_error_line(run, code=1)
     assert "no crawl found" in line
     assert not (tmp_path / "nothing").exists()
+
+
+def test_export_of_a_crawl_an_older_trawl_wrote_says_how_to_upgrade_it(tmp_path: Path) -> None:
+    data_dir = tmp_path / "old"
+    make_version_1_crawl(data_dir)
+    run = trawl("export", "--data-dir", str(data_dir))
+    line = assert_one_error_line(run, code=1)
+    assert "older trawl" in line
+    assert "trawl crawl" in line
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])

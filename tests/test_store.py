@@ -609,6 +609,28 @@ async def test_a_version_1_crawl_upgrades_with_its_budget_counts(tmp_path: Path)
     assert not any("TEMP B-TREE" in step for step in claim_plan(data_dir))
 
 
+async def test_a_readonly_store_asks_for_an_older_crawl_to_be_upgraded(tmp_path: Path) -> None:
+    data_dir = tmp_path / "crawl"
+    make_version_1_crawl(data_dir)
+    with pytest.raises(StoreError, match=r"older trawl \(schema 1 < \d+\).*trawl crawl"):
+        async with SQLiteStore(data_dir, readonly=True):
+            pass
+    with contextlib.closing(sqlite3.connect(data_dir / DB_NAME)) as db:
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == ("1",)
+    async with SQLiteStore(data_dir):
+        pass
+    async with SQLiteStore(data_dir, readonly=True) as store:
+        assert len([row async for row in store.export()]) == 7
+
+
+async def test_a_readonly_store_finds_no_crawl_in_another_database(tmp_path: Path) -> None:
+    tmp_path.joinpath(DB_NAME).write_bytes(b"")
+    with pytest.raises(StoreError, match="no crawl found"):
+        async with SQLiteStore(tmp_path, readonly=True):
+            pass
+
+
 def make_version_1_schema(schema: str) -> None:
     """The PostgreSQL twin of :func:`make_version_1_crawl`: a schema at version 1."""
     with pg_connect() as db:

@@ -125,7 +125,11 @@ class SQLiteStore(AsyncResource):
         """Ids in the id index's inbox (trawl.store.sqlite_ids), on the store thread."""
 
     async def __aenter__(self) -> Self:
-        await self._run(self._open)
+        try:
+            await self._run(self._open)
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def close(self) -> None:
@@ -171,13 +175,31 @@ class SQLiteStore(AsyncResource):
             # Checkpoints run on their own thread (trawl.store.checkpoint).
             conn.execute("PRAGMA wal_autocheckpoint = 0")
         self._conn = conn
-        if not self._readonly:
+        if self._readonly:
+            self._check_version()
+        else:
             self._migrate()
             # Only after migrating: a migration that drops a table keeps the table's
             # pages in a statement journal, which must go to a file, not to RAM.
             conn.execute("PRAGMA temp_store = MEMORY")
             self._inbox = inbox_size(conn)
             self._checkpointer = Checkpointer(self.path)
+
+    def _check_version(self) -> None:
+        """A read-only store migrates nothing, so it reads only a crawl at this trawl's
+        schema: an older one is upgraded by opening it for writing once."""
+        current = _schema_version(self._db)
+        if current is None:
+            raise StoreError(f"no crawl found in {self.path.parent}")
+        if current < SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by an older trawl (schema {current} < "
+                f"{SCHEMA_VERSION}): resume it with trawl crawl once to upgrade it"
+            )
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer trawl (schema {current} > {SCHEMA_VERSION})"
+            )
 
     def _migrate(self) -> None:
         db = self._db
@@ -186,8 +208,7 @@ class SQLiteStore(AsyncResource):
             db.execute(
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            current = int(row[0]) if row else 0
+            current = _schema_version(db) or 0
             if current > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} was written by a newer trawl "
@@ -501,6 +522,16 @@ class SQLiteStore(AsyncResource):
         async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
             for row in rows:
                 yield export_row(row)
+
+
+def _schema_version(db: sqlite3.Connection) -> int | None:
+    """The schema version a crawl's database records (None: it has no ``meta`` table,
+    so holds no crawl)."""
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return int(row[0]) if row else 0
 
 
 def _ensure_hosts(db: sqlite3.Connection, names: Sequence[str]) -> dict[str, int]:
