@@ -624,6 +624,20 @@ async def test_a_readonly_store_asks_for_an_older_crawl_to_be_upgraded(tmp_path:
         assert len([row async for row in store.export()]) == 7
 
 
+@pytest.mark.parametrize("readonly", [False, True])
+async def test_a_crawl_a_newer_trawl_wrote_is_left_alone(tmp_path: Path, readonly: bool) -> None:
+    async with SQLiteStore(tmp_path) as store:
+        await insert(store, url("a.test", 1))
+        await store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+    with pytest.raises(StoreError, match=rf"newer trawl \(schema {SCHEMA_VERSION + 1} >"):
+        async with SQLiteStore(tmp_path, readonly=readonly):
+            pass
+    with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db:
+        assert db.execute("SELECT COUNT(*) FROM urls").fetchone() == (1,)
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION + 1),)
+
+
 async def test_a_readonly_store_finds_no_crawl_in_another_database(tmp_path: Path) -> None:
     tmp_path.joinpath(DB_NAME).write_bytes(b"")
     with pytest.raises(StoreError, match="no crawl found"):

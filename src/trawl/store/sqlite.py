@@ -196,6 +196,10 @@ class SQLiteStore(AsyncResource):
                 f"{self.path} was written by an older trawl (schema {current} < "
                 f"{SCHEMA_VERSION}): resume it with trawl crawl once to upgrade it"
             )
+        self._refuse_newer(current)
+
+    def _refuse_newer(self, current: int) -> None:
+        """Stop before touching a crawl a newer trawl wrote (schema ``current``)."""
         if current > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} was written by a newer trawl (schema {current} > {SCHEMA_VERSION})"
@@ -209,11 +213,7 @@ class SQLiteStore(AsyncResource):
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
             current = _schema_version(db) or 0
-            if current > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} was written by a newer trawl "
-                    f"(schema {current} > {SCHEMA_VERSION})"
-                )
+            self._refuse_newer(current)
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in migration_statements(version, SQLITE_TYPES):
                     db.execute(statement)
