@@ -9,11 +9,25 @@ from typing import Self
 
 
 class AsyncResource(ABC):
-    """Base for resources opened with ``async with`` and closed by :meth:`close`."""
+    """Base for resources opened with ``async with`` and closed by :meth:`close`; a
+    subclass whose opening does work puts it in :meth:`_acquire`."""
 
     @abstractmethod
     async def close(self) -> None:
         """Release the resource; idempotent."""
+
+    async def _acquire(self) -> None:  # noqa: B027 - most resources open nothing here
+        """Open what the resource holds (nothing by default)."""
+
+    async def __aenter__(self) -> Self:
+        """Acquire; a resource that fails to acquire is closed again, so that what it had
+        opened by then (a connection, a thread) does not outlive the error."""
+        try:
+            await self._acquire()
+        except BaseException:
+            await self.close()
+            raise
+        return self
 
     async def __aexit__(
         self,

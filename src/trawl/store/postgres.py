@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection, sql
@@ -461,14 +461,9 @@ class PostgresStore(AsyncResource):
         )
         """Where the store is, for messages: no user, no password."""
 
-    async def __aenter__(self) -> Self:
-        try:
-            with self._guard():
-                await self._open()
-        except BaseException:
-            await self.close()
-            raise
-        return self
+    async def _acquire(self) -> None:
+        with self._guard():
+            await self._open()
 
     async def _open(self) -> None:
         async with await AsyncConnection.connect(

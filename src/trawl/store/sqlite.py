@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import TypeVar
 
 from trawl.errors import StoreError
 from trawl.neardup import Blocks
@@ -124,13 +124,8 @@ class SQLiteStore(AsyncResource):
         self._inbox = 0
         """Ids in the id index's inbox (trawl.store.sqlite_ids), on the store thread."""
 
-    async def __aenter__(self) -> Self:
-        try:
-            await self._run(self._open)
-        except BaseException:
-            await self.close()
-            raise
-        return self
+    async def _acquire(self) -> None:
+        await self._run(self._open)
 
     async def close(self) -> None:
         """Close the connection; safe to call more than once."""
