@@ -67,6 +67,10 @@ IGNORE`` (no row can break a constraint the old table kept) so that SQLite keeps
 statement journal of them (trawl.store.sqlite_ids.merge_inbox). Dropping the old table
 keeps one of all its pages, so the store migrates with its temporary files on disk, not
 in RAM: a 10 M URL crawl peaked at 1.8 GB of RSS while it migrated (95 s) before.
+
+Migration 11 is SQLite's alone too: the ``staged`` flag of a new row waiting outside
+the frontier index until a merge (trawl.store.sqlite_staging), and the frontier index
+again without those rows.
 """
 
 from __future__ import annotations
@@ -273,6 +277,14 @@ MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
         "CREATE INDEX IF NOT EXISTS urls_ready ON urls ({ready_key}) WHERE state = 0",
     ),
     PerEngine(sqlite=_SQLITE_ID_INDEX, postgres=()),
+    PerEngine(
+        sqlite=(
+            "ALTER TABLE urls ADD COLUMN staged SMALLINT NOT NULL DEFAULT 0",
+            "DROP INDEX urls_ready",
+            "CREATE INDEX urls_ready ON urls (host_id, rank) WHERE state = 0 AND staged = 0",
+        ),
+        postgres=(),
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
