@@ -40,7 +40,8 @@ from trawl.store.schema import (
     SQLITE_TYPES,
     migration_statements,
 )
-from trawl.store.sqlite import CLAIM_QUEUED, DB_NAME, SQLiteStore
+from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite_frontier import CLAIM_QUEUED
 from trawl.urls import url_hash
 
 __all__ = ["pg_schema"]
@@ -234,7 +235,8 @@ async def test_equal_ranks_are_claimed_in_a_stable_order(
 
 def claim_plan(data_dir: Path) -> list[str]:
     """SQLite's query plan for a claim, one line per step."""
-    rows = sqlite_query(data_dir, "EXPLAIN QUERY PLAN " + CLAIM_QUEUED.replace("?", "1"))
+    claim = CLAIM_QUEUED.format(table="ready").replace("?", "1")
+    rows = sqlite_query(data_dir, "EXPLAIN QUERY PLAN " + claim)
     return [row[-1] for row in rows]
 
 
@@ -242,10 +244,15 @@ async def test_a_sqlite_claim_reads_the_frontier_index_in_order(tmp_path: Path) 
     async with SQLiteStore(tmp_path) as store:
         await insert(store, *(url("a.test", n, n % 3) for n in range(50)))
     plan = claim_plan(tmp_path)
-    assert any("USING INDEX urls_ready" in step for step in plan), plan
+    assert any("SEARCH r USING PRIMARY KEY (host_id=?)" in step for step in plan), plan
     assert not any("TEMP B-TREE" in step for step in plan), plan
-    index = sqlite_query(tmp_path, "PRAGMA index_info(urls_ready)")
-    assert [row[2] for row in index] == ["host_id", "rank"]
+    assert ready_key(tmp_path) == ["host_id", "rank", "seq"]
+
+
+def ready_key(data_dir: Path) -> list[str]:
+    """The key columns of the SQLite frontier's ``ready`` table, in order."""
+    columns = sqlite_query(data_dir, "PRAGMA table_info(ready)")
+    return [row[1] for row in sorted(columns, key=lambda row: row[5]) if row[5]]
 
 
 async def test_claim_respects_next_fetch_at(store: Engine, open_store: OpenStore) -> None:
@@ -604,8 +611,10 @@ async def test_a_version_1_crawl_upgrades_with_its_budget_counts(tmp_path: Path)
         assert {"discovered", "fetched", "claimed", "soft404_fingerprint"} <= columns
         counts = db.execute("SELECT name, discovered, fetched FROM hosts ORDER BY name").fetchall()
         assert counts == [("a.test", 8, 3), ("b.test", 1, 0)]
-        index = db.execute("PRAGMA index_info(urls_ready)").fetchall()
-        assert [row[2] for row in index] == ["host_id", "rank"]
+        (ready,) = db.execute("SELECT COUNT(*) FROM ready").fetchone()
+        (queued,) = db.execute("SELECT COUNT(*) FROM urls WHERE state = 0").fetchone()
+        assert ready == queued - 2  # the two inserted since are staged, not yet merged
+    assert ready_key(data_dir) == ["host_id", "rank", "seq"]
     assert not any("TEMP B-TREE" in step for step in claim_plan(data_dir))
 
 

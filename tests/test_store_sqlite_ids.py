@@ -20,7 +20,7 @@ from trawl.neardup import blocks
 from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State
 from trawl.store.schema import SQLITE_TYPES, migration_statements
 from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.store import sqlite_staging as staging
+from trawl.store.sqlite_frontier import STAGED
 
 INBOX = 5
 """The inbox limit of these tests' stores: a merge after every five new URLs or so."""
@@ -186,7 +186,7 @@ async def test_no_statement_by_url_id_reads_a_whole_table(
     reads = [s for s in statements if re.search(r"\b(SELECT|UPDATE|DELETE)\b", s)]
     assert len(reads) >= 20
     with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db:
-        db.execute(staging.CREATE)
+        db.execute(STAGED)
         scans = {s: full_reads(db, s) for s in reads if not s.startswith(MERGE)}
     assert {s: steps for s, steps in scans.items() if steps} == {}
 

@@ -68,9 +68,9 @@ statement journal of them (trawl.store.sqlite_ids.merge_inbox). Dropping the old
 keeps one of all its pages, so the store migrates with its temporary files on disk, not
 in RAM: a 10 M URL crawl peaked at 1.8 GB of RSS while it migrated (95 s) before.
 
-Migration 11 is SQLite's alone too: the ``staged`` flag of a new row waiting outside
-the frontier index until a merge (trawl.store.sqlite_staging), and the frontier index
-again without those rows.
+Migration 11 is SQLite's alone too: the frontier becomes the table ``ready`` kept by a
+trigger, in place of the partial index, so that new URLs can wait for it in RAM and join
+it in merges (trawl.store.sqlite_frontier).
 """
 
 from __future__ import annotations
@@ -146,6 +146,29 @@ _SQLITE_ID_INDEX = (
 )
 """Migration 10 in SQLite: ``urls`` rebuilt around ``seq``, with the id index of
 trawl.store.sqlite_ids beside it."""
+
+_SQLITE_READY = (
+    """CREATE TABLE ready (
+        host_id INTEGER NOT NULL,
+        rank DOUBLE PRECISION NOT NULL,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY (host_id, rank, seq)
+    ) WITHOUT ROWID""",
+    "INSERT OR IGNORE INTO ready (host_id, rank, seq) "
+    "SELECT host_id, rank, seq FROM urls WHERE state = 0 ORDER BY host_id, rank, seq",
+    "DROP INDEX urls_ready",
+    """CREATE TRIGGER urls_ready AFTER UPDATE OF state, rank ON urls
+        WHEN old.state = 0 OR new.state = 0
+        BEGIN
+            DELETE FROM ready WHERE old.state = 0
+                AND host_id = old.host_id AND rank = old.rank AND seq = old.seq;
+            INSERT OR IGNORE INTO ready (host_id, rank, seq)
+                SELECT new.host_id, new.rank, new.seq WHERE new.state = 0;
+        END""",
+)
+"""Schema migration 11 in SQLite: ``ready`` filled from the queue, in place of the
+partial index ``urls_ready``, and the trigger that keeps it (one trigger, so that a row
+that stays QUEUED leaves its old place before it takes the new one)."""
 
 MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
     (
@@ -277,14 +300,7 @@ MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
         "CREATE INDEX IF NOT EXISTS urls_ready ON urls ({ready_key}) WHERE state = 0",
     ),
     PerEngine(sqlite=_SQLITE_ID_INDEX, postgres=()),
-    PerEngine(
-        sqlite=(
-            "ALTER TABLE urls ADD COLUMN staged SMALLINT NOT NULL DEFAULT 0",
-            "DROP INDEX urls_ready",
-            "CREATE INDEX urls_ready ON urls (host_id, rank) WHERE state = 0 AND staged = 0",
-        ),
-        postgres=(),
-    ),
+    PerEngine(sqlite=_SQLITE_READY, postgres=()),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -26,7 +26,6 @@ from trawl.neardup import Blocks
 from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
-    CLAIM_COLUMNS,
     DISCOVERY_BUDGET_COUNTER,
     EXPORT_COLUMNS,
     PAGE_BUDGET_COUNTER,
@@ -59,6 +58,16 @@ from trawl.store.sqlite_content import (
     select_in,
     simhash_candidates,
 )
+from trawl.store.sqlite_frontier import (
+    QUEUED_COUNT,
+    claim_rows,
+    lift,
+    merge_staged,
+    open_staging,
+    queued_seqs,
+    stage_since,
+    unstage_host,
+)
 from trawl.store.sqlite_ids import (
     MERGE_ROWS,
     by_id,
@@ -68,30 +77,10 @@ from trawl.store.sqlite_ids import (
     merge_inbox,
     row_of,
 )
-from trawl.store.sqlite_staging import (
-    claim_staged,
-    lift,
-    merge_staged,
-    open_staging,
-    park_staged,
-    restore,
-    stage_since,
-    unstage,
-)
 
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
-
-CLAIM_QUEUED = (
-    f"SELECT rank, seq, {CLAIM_COLUMNS} FROM urls "
-    "WHERE host_id = ? AND state = 0 AND staged = 0 AND next_fetch_at <= ? "
-    "ORDER BY rank, seq LIMIT ?"
-)
-"""A host's due QUEUED URLs with their rank and ``seq``, best rank first and equal ranks as they
-were stored (commit by commit, a commit's URLs in hash order): read in order from the
-frontier index ``urls_ready`` (host_id, rank, then the ``seq`` every entry ends with),
-with no sort. The host's staged rows (trawl.store.sqlite_staging) are read beside it."""
 
 _EXPORT_BY_ID = "k.id, " + EXPORT_COLUMNS.removeprefix("id, ")
 """The export columns read through the id index (trawl.store.sqlite_ids), the URL id
@@ -259,9 +248,7 @@ class SQLiteStore(AsyncResource):
             _unpark(db, self._page_budget)
             db.execute(
                 "UPDATE hosts SET inflight = 0, claimed = 0, lease_owner = NULL, "
-                "lease_expires_at = NULL, queued = (SELECT COUNT(*) FROM urls "
-                "WHERE urls.host_id = hosts.id AND urls.state = 0 AND urls.staged = 0) "
-                "+ (SELECT COUNT(*) FROM temp.staged WHERE staged.host_id = hosts.id)"
+                f"lease_expires_at = NULL, queued = {QUEUED_COUNT}"
             )
             return moved
 
@@ -368,7 +355,7 @@ class SQLiteStore(AsyncResource):
                     limit = min(limit, budget - fetched - out)
                     if limit <= 0:
                         continue
-                rows = _claim_host(db, host_id, now, limit)
+                rows = claim_rows(db, host_id, now, limit)
                 if not rows:
                     continue
                 db.executemany(_CLAIM_URL, [(row[0],) for row in rows])
@@ -579,7 +566,7 @@ def _leased_to(db: sqlite3.Connection, worker: str, host_ids: Sequence[int]) -> 
     return {host_id for host_id, owner, expires in rows if owner == worker and expires >= now}
 
 
-_CLAIM_URL = f"UPDATE urls SET state = {int(State.CLAIMED)}, staged = 0 WHERE seq = ?"
+_CLAIM_URL = f"UPDATE urls SET state = {int(State.CLAIMED)} WHERE seq = ?"
 """Marks a URL handed out; the state is spelled in the SQL, not bound as an enum member
 (sqlite3 binds an ``int`` subclass only after looking for an adapter)."""
 
@@ -622,10 +609,10 @@ def _add_counters(db: sqlite3.Connection, counters: Mapping[str, int]) -> None:
 def _park(db: sqlite3.Connection, host_id: int) -> int:
     """Hold back every QUEUED URL of a host that used up its page budget; return how many."""
     parked: int = db.execute(
-        "UPDATE urls SET state = ?, error = ? WHERE host_id = ? AND state = ? AND staged = 0",
-        (State.PARKED, PAGE_BUDGET_ERROR, host_id, State.QUEUED),
+        f"UPDATE urls SET state = ?1, error = ?2 WHERE seq IN ({queued_seqs('?3')})",
+        (State.PARKED, PAGE_BUDGET_ERROR, host_id),
     ).rowcount
-    parked += park_staged(db, host_id, State.PARKED, PAGE_BUDGET_ERROR)
+    unstage_host(db, host_id)
     if parked:
         db.execute("UPDATE hosts SET queued = queued - ? WHERE id = ?", (parked, host_id))
     return parked
@@ -672,14 +659,13 @@ _RAISE_INLINKS = (
 )
 """A URL gains ``LEVEL_STEP`` of priority per in-link level it reached (trawl.inlinks)."""
 _INSERT_URL = (
-    "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank, "
-    "staged) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+    "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """The insert of a new URL (one the store does not hold: :func:`_unstored`)."""
 InsertRow = tuple[int, str, int, int, int, str | None, int, float, float]
 _INSERT_LINK = (
-    "INSERT INTO urls (id, url, host_id, depth, priority, rank, staged) "
-    "VALUES (?, ?, ?, ?, ?, ?, 1)"
+    "INSERT INTO urls (id, url, host_id, depth, priority, rank) VALUES (?, ?, ?, ?, ?, ?)"
 )
 """The insert of a plain link (a page, no redirect hops, no origin: the columns'
 defaults). Six parameters instead of nine, and no None, which sqlite3 binds only after
@@ -730,29 +716,6 @@ def _insert_urls(
     taken = sorted(rows, key=_depth_of)[: max(limit, 0)]
     db.executemany(_INSERT_URL, taken)
     return len(taken), len(rows) - len(taken)
-
-
-def _claim_host(db: sqlite3.Connection, host_id: int, now: float, limit: int) -> list[Row]:
-    """Up to ``limit`` of a host's due QUEUED rows, best rank first, as ``CLAIM_QUEUED``
-    gives them (``seq`` first): from the frontier index and from the staged rows. The
-    staged ones taken leave ``temp.staged``."""
-    rows: list[Row] = db.execute(CLAIM_QUEUED, (host_id, now, limit)).fetchall()
-    staged = claim_staged(db, _STAGED_COLUMNS, host_id, now, limit)
-    if not staged:
-        return [row[1:] for row in rows]
-    best = sorted(rows + staged, key=_place)[:limit]
-    from_staging = {row[1] for row in staged}
-    unstage(db, host_id, [(row[0], row[1]) for row in best if row[1] in from_staging])
-    return [row[1:] for row in best]
-
-
-_STAGED_COLUMNS = ", ".join(f"u.{name.strip()}" for name in CLAIM_COLUMNS.split(","))
-"""``CLAIM_COLUMNS`` read from ``urls`` as ``u``."""
-
-
-def _place(row: Row) -> tuple[float, int]:
-    """Sort key of a claim row: its rank, then its ``seq``."""
-    return row[0], row[1]
 
 
 def _merge(db: sqlite3.Connection) -> None:
@@ -884,9 +847,8 @@ def _apply(
             [(lastmod, lastmod, batch.at, batch.at, uid) for uid, lastmod in batch.lastmods],
         )
     if batch.inlinks:
-        lifted = lift(db, [uid for uid, _ in batch.inlinks])
+        lift(db, [uid for uid, _ in batch.inlinks])
         db.executemany(_RAISE_INLINKS, [(level, horizon, uid) for uid, level in batch.inlinks])
-        restore(db, lifted)
     apply_content(db, batch)
     _release(db, batch.releases)
     _add_counters(db, counters)
