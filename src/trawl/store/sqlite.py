@@ -16,6 +16,7 @@ import asyncio
 import json
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -677,45 +678,54 @@ _PLAIN_LINK = Listed(Kind.PAGE, None)
 
 def _insert_urls(
     db: sqlite3.Connection,
-    host_id: int,
-    urls: Sequence[NewURL],
-    room: int | None,
+    urls: Sequence[tuple[int, NewURL]],
     queued_at: float,
     horizon: float,
     listed: Mapping[int, Listed],
-) -> tuple[int, int]:
-    """Insert one host's new URLs, at most ``room`` of them (None: all), queued at
-    ``queued_at`` (their rank, trawl.priority).
+) -> None:
+    """Insert new URLs, each with its host's id, queued at ``queued_at`` (their rank,
+    trawl.priority). ``urls`` are URLs the store does not hold, each once
+    (:func:`_unstored`).
 
-    ``urls`` are URLs the store does not hold, each once (:func:`_unstored`). Returns
-    (rows inserted, candidates left out by the budget). When they do not fit, the
-    shallowest, in the order they were found, take the room left.
+    One statement for the whole commit, not one a host: a commit's new URLs belong to
+    hundreds of hosts, a few each, and each ``executemany`` costs its own setup. In hash
+    order, so that a host's URLs of one commit are claimed in that order at equal rank.
     """
     links: list[LinkRow] = []
     rows: list[InsertRow] = []
-    limit = len(urls) if room is None else room
-    fits = limit >= len(urls)
-    for u in urls:
+    for hid, u in urls:
         kind, hint = listed.get(u.id, _PLAIN_LINK) if listed else _PLAIN_LINK
         value = priority(u.depth, hint)
         rank = queued_at - value * horizon
-        if fits and kind is Kind.PAGE and not u.redirect_hops and u.origin is None:
-            links.append((u.id, u.url, host_id, u.depth, value, rank))
+        if kind is Kind.PAGE and not u.redirect_hops and u.origin is None:
+            links.append((u.id, u.url, hid, u.depth, value, rank))
         else:
             rows.append(
-                (u.id, u.url, host_id, u.depth, u.redirect_hops, u.origin, int(kind), value, rank)
+                (u.id, u.url, hid, u.depth, u.redirect_hops, u.origin, int(kind), value, rank)
             )
-    if fits:
-        # Key order: neighbouring inserts share B-tree pages.
-        links.sort()
-        rows.sort()
-        db.executemany(_INSERT_LINK, links)
-        if rows:
-            db.executemany(_INSERT_URL, rows)
-        return len(urls), 0
-    taken = sorted(rows, key=_depth_of)[: max(limit, 0)]
-    db.executemany(_INSERT_URL, taken)
-    return len(taken), len(rows) - len(taken)
+    links.sort()
+    rows.sort()
+    db.executemany(_INSERT_LINK, links)
+    if rows:
+        db.executemany(_INSERT_URL, rows)
+
+
+def _within_budget(
+    db: sqlite3.Connection, urls: Sequence[tuple[int, NewURL]], budget: int
+) -> list[tuple[int, NewURL]]:
+    """The URLs of ``urls`` (host id, URL) that their hosts' discovery budget leaves room
+    for: where a host's do not all fit, the shallowest, in the order they were found."""
+    by_host: dict[int, list[NewURL]] = {}
+    for hid, u in urls:
+        by_host.setdefault(hid, []).append(u)
+    kept: list[tuple[int, NewURL]] = []
+    for hid, found in by_host.items():
+        (known,) = db.execute("SELECT discovered FROM hosts WHERE id = ?", (hid,)).fetchone()
+        room = max(budget - known, 0)
+        if len(found) > room:
+            found = sorted(found, key=_depth_of)[:room]
+        kept.extend((hid, u) for u in found)
+    return kept
 
 
 def _merge(db: sqlite3.Connection) -> None:
@@ -737,9 +747,9 @@ def _unstored(db: sqlite3.Connection, urls: Sequence[NewURL]) -> list[NewURL]:
     return list(fresh.values())
 
 
-def _depth_of(row: InsertRow) -> int:
-    """Sort key: the depth of an insert row."""
-    return row[3]
+def _depth_of(url: NewURL) -> int:
+    """Sort key: the depth of a URL."""
+    return url.depth
 
 
 def _apply(
@@ -790,21 +800,14 @@ def _apply(
     if fresh:
         filed_after = last_seq(db)
         host_id = _batch_host_ids(db, {u.host for u in fresh}, known_hosts, found_hosts)
-        by_host: dict[int, list[NewURL]] = {}
-        for u in fresh:
-            by_host.setdefault(host_id[u.host], []).append(u)
-        gained: dict[int, int] = {}
-        for hid, urls in by_host.items():
-            room = None
-            if discovery_budget is not None:
-                (known,) = db.execute(
-                    "SELECT discovered FROM hosts WHERE id = ?", (hid,)
-                ).fetchone()
-                room = discovery_budget - known
-            gained[hid], over = _insert_urls(db, hid, urls, room, batch.at, horizon, batch.listed)
-            left_out += over
-        hosts_with_new_work = {hid for hid, added in gained.items() if added}
-        inserted = sum(gained.values())
+        placed = [(host_id[u.host], u) for u in fresh]
+        if discovery_budget is not None:
+            placed = _within_budget(db, placed, discovery_budget)
+            left_out = len(fresh) - len(placed)
+        _insert_urls(db, placed, batch.at, horizon, batch.listed)
+        gained = Counter(hid for hid, _ in placed)
+        hosts_with_new_work = set(gained)
+        inserted = len(placed)
         file_since(db, filed_after)
         stage_since(db, filed_after)
         db.executemany(
