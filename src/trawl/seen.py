@@ -6,9 +6,10 @@ settles them exactly. Most links of a crawl point at pages already known (naviga
 popular pages), so a bounded cache of ids the store has confirmed, each with a hash of
 its URL text (trawl.known_ids), answers those without a look-up; it only ever says
 "known", and the store never forgets a URL, so it cannot make a duplicate or lose one.
-Because the store's primary key is the URL hash and inserts are ``ON CONFLICT DO
-NOTHING``, a wrong Bloom answer can never create a duplicate or lose a URL: the unique
-count always comes from the store.
+Because the store inserts a URL only if its hash is absent (PostgreSQL's primary key
+with ``ON CONFLICT DO NOTHING``; SQLite's own check against its id index), a wrong
+Bloom answer can never create a duplicate or lose a URL: the unique count always comes
+from the store.
 """
 
 from __future__ import annotations
