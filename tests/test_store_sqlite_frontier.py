@@ -108,6 +108,17 @@ async def test_an_in_link_raise_moves_a_staged_url_up_once(store: SQLiteStore) -
     assert len(claimed) == len({u.id for u in claimed}) == 4
 
 
+async def test_a_raise_that_changes_nothing_leaves_a_staged_url_staged(
+    store: SQLiteStore,
+) -> None:
+    staged = url("a.test", 1)
+    await insert(store, staged, url("a.test", 2))
+    await store.commit(CommitBatch(inlinks=[(staged.id, 0)]))  # no level it lacks
+    assert check_frontier(store) == (0, 2)
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    assert len(await store.claim({host: 5}, now=1000.0)) == 2
+
+
 async def test_the_page_budget_parks_staged_and_ready_urls(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path, inbox_limit=4, page_budget=1) as store:
         await insert(store, *(url("a.test", n) for n in range(5)))  # merged: in ready

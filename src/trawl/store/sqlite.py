@@ -66,6 +66,7 @@ from trawl.store.sqlite_frontier import (
     merge_staged,
     open_staging,
     queued_seqs,
+    restore,
     stage_since,
     unstage_host,
 )
@@ -850,8 +851,9 @@ def _apply(
             [(lastmod, lastmod, batch.at, batch.at, uid) for uid, lastmod in batch.lastmods],
         )
     if batch.inlinks:
-        lift(db, [uid for uid, _ in batch.inlinks])
+        lifted = lift(db, [uid for uid, _ in batch.inlinks])
         db.executemany(_RAISE_INLINKS, [(level, horizon, uid) for uid, level in batch.inlinks])
+        restore(db, lifted)
     apply_content(db, batch)
     _release(db, batch.releases)
     _add_counters(db, counters)

@@ -108,9 +108,10 @@ def unstage_host(db: sqlite3.Connection, host_id: int) -> None:
     db.execute("DELETE FROM temp.staged WHERE host_id = ?", (host_id,))
 
 
-def lift(db: sqlite3.Connection, ids: Sequence[int]) -> None:
+def lift(db: sqlite3.Connection, ids: Sequence[int]) -> list[int]:
     """Take the staged rows of the URL ``ids`` out of ``temp.staged`` before their rank
-    changes: the trigger then files them in ``ready`` at their new rank."""
+    may change: the trigger files the ones that change in ``ready`` at their new rank,
+    and :func:`restore` stages the others again. Returns their ``seq``s."""
     places = list(
         select_in(
             db,
@@ -121,6 +122,19 @@ def lift(db: sqlite3.Connection, ids: Sequence[int]) -> None:
         )
     )
     db.executemany("DELETE FROM temp.staged WHERE host_id = ? AND rank = ? AND seq = ?", places)
+    return [int(place[2]) for place in places]
+
+
+def restore(db: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    """Stage again the rows :func:`lift` took out that are still QUEUED and that the
+    trigger did not file in ``ready`` (their rank did not change)."""
+    db.executemany(
+        "INSERT INTO temp.staged (host_id, rank, seq) SELECT u.host_id, u.rank, u.seq "
+        "FROM urls AS u WHERE u.seq = ? AND u.state = 0 AND NOT EXISTS "
+        "(SELECT 1 FROM ready AS r WHERE r.host_id = u.host_id AND r.rank = u.rank "
+        "AND r.seq = u.seq)",
+        [(seq,) for seq in seqs],
+    )
 
 
 def merge_staged(db: sqlite3.Connection) -> int:
