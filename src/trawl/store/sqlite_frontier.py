@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from trawl.store.base import CLAIM_COLUMNS
@@ -31,6 +32,16 @@ STAGED = (
     "CREATE TEMP TABLE IF NOT EXISTS staged (host_id INTEGER NOT NULL, rank REAL NOT NULL, "
     "seq INTEGER NOT NULL, PRIMARY KEY (host_id, rank, seq)) WITHOUT ROWID"
 )
+"""The staged entries: ``ready``'s shape, in this connection's database in RAM."""
+
+_STAGE = "INSERT INTO temp.staged (host_id, rank, seq) SELECT "
+"""The start of a statement that stages rows of ``urls`` it selects."""
+_NOT_READY = (
+    "NOT EXISTS (SELECT 1 FROM ready AS r WHERE r.host_id = u.host_id "
+    "AND r.rank = u.rank AND r.seq = u.seq)"
+)
+"""A QUEUED row ``u`` of ``urls`` that ``ready`` lacks: a staged one."""
+_UNSTAGE = "DELETE FROM temp.staged WHERE host_id = ? AND rank = ? AND seq = ?"
 
 _COLUMNS = ", ".join(f"u.{name.strip()}" for name in CLAIM_COLUMNS.split(","))
 
@@ -54,24 +65,14 @@ def open_staging(db: sqlite3.Connection) -> None:
     merge that ``ready`` lacks."""
     db.execute(STAGED)
     db.execute(
-        "INSERT INTO temp.staged (host_id, rank, seq) SELECT u.host_id, u.rank, u.seq "
-        "FROM ids_inbox AS i JOIN urls AS u ON u.seq = i.seq WHERE u.state = 0 AND NOT EXISTS "
-        "(SELECT 1 FROM ready AS r WHERE r.host_id = u.host_id AND r.rank = u.rank "
-        "AND r.seq = u.seq)"
+        f"{_STAGE}u.host_id, u.rank, u.seq FROM ids_inbox AS i JOIN urls AS u "
+        f"ON u.seq = i.seq WHERE u.state = 0 AND {_NOT_READY}"
     )
 
 
 def stage_since(db: sqlite3.Connection, seq: int) -> None:
     """Stage every row stored after ``seq`` (a commit's new URLs)."""
-    db.execute(
-        "INSERT INTO temp.staged (host_id, rank, seq) "
-        "SELECT host_id, rank, seq FROM urls WHERE seq > ?",
-        (seq,),
-    )
-
-
-def _place(row: tuple[Any, ...]) -> tuple[float, int]:
-    return row[0], row[1]
+    db.execute(f"{_STAGE}host_id, rank, seq FROM urls WHERE seq > ?", (seq,))
 
 
 def claim_rows(
@@ -86,10 +87,9 @@ def claim_rows(
     staged = db.execute(CLAIM_QUEUED.format(table="temp.staged"), parameters).fetchall()
     if staged:
         from_staging = {row[1] for row in staged}
-        rows = sorted(rows + staged, key=_place)[:limit]
+        rows = sorted(rows + staged, key=itemgetter(0, 1))[:limit]  # rank, seq
         db.executemany(
-            "DELETE FROM temp.staged WHERE host_id = ? AND rank = ? AND seq = ?",
-            [(host_id, row[0], row[1]) for row in rows if row[1] in from_staging],
+            _UNSTAGE, [(host_id, row[0], row[1]) for row in rows if row[1] in from_staging]
         )
     return [row[1:] for row in rows]
 
@@ -121,7 +121,7 @@ def lift(db: sqlite3.Connection, ids: Sequence[int]) -> list[int]:
             ids,
         )
     )
-    db.executemany("DELETE FROM temp.staged WHERE host_id = ? AND rank = ? AND seq = ?", places)
+    db.executemany(_UNSTAGE, places)
     return [int(place[2]) for place in places]
 
 
@@ -129,23 +129,20 @@ def restore(db: sqlite3.Connection, seqs: Sequence[int]) -> None:
     """Stage again the rows :func:`lift` took out that are still QUEUED and that the
     trigger did not file in ``ready`` (their rank did not change)."""
     db.executemany(
-        "INSERT INTO temp.staged (host_id, rank, seq) SELECT u.host_id, u.rank, u.seq "
-        "FROM urls AS u WHERE u.seq = ? AND u.state = 0 AND NOT EXISTS "
-        "(SELECT 1 FROM ready AS r WHERE r.host_id = u.host_id AND r.rank = u.rank "
-        "AND r.seq = u.seq)",
+        f"{_STAGE}u.host_id, u.rank, u.seq FROM urls AS u "
+        f"WHERE u.seq = ? AND u.state = 0 AND {_NOT_READY}",
         [(seq,) for seq in seqs],
     )
 
 
-def merge_staged(db: sqlite3.Connection) -> int:
+def merge_staged(db: sqlite3.Connection) -> None:
     """Move the staged entries into ``ready`` in its key order, each of its leaves
-    written once; return how many. Runs inside a transaction.
+    written once. Runs inside a transaction.
 
     ``OR IGNORE`` changes nothing (no entry is in both) but spares the statement its
     journal (trawl.store.sqlite_ids.merge_inbox)."""
-    moved: int = db.execute(
+    db.execute(
         "INSERT OR IGNORE INTO ready (host_id, rank, seq) "
         "SELECT host_id, rank, seq FROM temp.staged ORDER BY host_id, rank, seq"
-    ).rowcount
+    )
     db.execute("DELETE FROM temp.staged")
-    return moved
