@@ -207,11 +207,124 @@ static PyTypeObject IdTableType = {
     .tp_getset = IdTable_getset,
 };
 
+/* Whether the table holds (uid, marked). */
+static int
+holds(const IdTable *table, int64_t uid, int64_t marked)
+{
+    return table->pairs[locate(table, uid, marked) + 1] != 0;
+}
+
+/* Appends a new reference to `item` to `list`, consuming it; false on an error. */
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL) {
+        return 0;
+    }
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed == 0;
+}
+
+/* The loop of KnownIds.screen (trawl.known_ids._screen is its reference). */
+static PyObject *
+screen(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyDict_Check(args[1]) || !PyObject_TypeCheck(args[2], &IdTableType) ||
+        !PyObject_TypeCheck(args[3], &IdTableType)) {
+        PyErr_SetString(PyExc_TypeError, "expected (candidates, dict, IdTable, IdTable)");
+        return NULL;
+    }
+    PyObject *recent = args[1];
+    const IdTable *newer = (const IdTable *)args[2];
+    const IdTable *older = (const IdTable *)args[3];
+    PyObject *seq = PySequence_Fast(args[0], "candidates must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    PyObject *unique = PyDict_New();
+    PyObject *found_ids = PyList_New(0);
+    PyObject *found_hashes = PyList_New(0);
+    Py_ssize_t duplicates = 0;
+    if (unique == NULL || found_ids == NULL || found_hashes == NULL) {
+        goto error;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *candidate = items[i];
+        if (!PyTuple_Check(candidate) || PyTuple_GET_SIZE(candidate) < 2) {
+            PyErr_SetString(PyExc_TypeError, "a candidate must be a (id, url, ...) tuple");
+            goto error;
+        }
+        PyObject *id_object = PyTuple_GET_ITEM(candidate, 0);
+        int earlier = PyDict_Contains(unique, id_object);
+        if (earlier < 0) {
+            goto error;
+        }
+        if (earlier) {
+            duplicates++;
+            continue;
+        }
+        Py_hash_t text_hash = PyObject_Hash(PyTuple_GET_ITEM(candidate, 1));
+        if (text_hash == -1 && PyErr_Occurred()) {
+            goto error;
+        }
+        PyObject *stored = PyDict_GetItemWithError(recent, id_object);
+        if (stored != NULL) {
+            long long value = PyLong_AsLongLong(stored);
+            if (value == -1 && PyErr_Occurred()) {
+                goto error;
+            }
+            if (value == (long long)text_hash) {
+                duplicates++;
+                continue;
+            }
+        } else if (PyErr_Occurred()) {
+            goto error;
+        }
+        long long uid = PyLong_AsLongLong(id_object);
+        if (uid == -1 && PyErr_Occurred()) {
+            goto error;
+        }
+        int64_t marked = mark((int64_t)text_hash);
+        if (holds(newer, (int64_t)uid, marked) || holds(older, (int64_t)uid, marked)) {
+            duplicates++;
+            Py_INCREF(id_object);
+            if (!append_new(found_ids, id_object) ||
+                !append_new(found_hashes, PyLong_FromSsize_t(text_hash))) {
+                goto error;
+            }
+            continue;
+        }
+        if (PyDict_SetItem(unique, id_object, candidate) < 0) {
+            goto error;
+        }
+    }
+    Py_DECREF(seq);
+    return Py_BuildValue("(NnNN)", unique, duplicates, found_ids, found_hashes);
+error:
+    Py_DECREF(seq);
+    Py_XDECREF(unique);
+    Py_XDECREF(found_ids);
+    Py_XDECREF(found_hashes);
+    return NULL;
+}
+
+static PyMethodDef idtable_functions[] = {
+    {"screen", (PyCFunction)(void (*)(void))screen, METH_FASTCALL,
+     "screen(candidates, recent, newer, older) -> (unique, duplicates, found_ids, "
+     "found_hashes): the candidates known to none of the cache's parts, the first of each "
+     "id, by id; how many others there were; the (id, text hash) pairs the tables held."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef idtable_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "trawl._idtable",
     .m_doc = "An open-addressing table of (URL id, text hash) pairs (trawl.known_ids).",
     .m_size = -1,
+    .m_methods = idtable_functions,
 };
 
 PyMODINIT_FUNC

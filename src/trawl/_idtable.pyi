@@ -1,3 +1,7 @@
+from collections.abc import Sequence
+
+from trawl.store.base import NewURL
+
 class IdTable:
     """(URL id, text hash) pairs in ``slots`` slots, a power of two (trawl.known_ids)."""
 
@@ -11,3 +15,9 @@ class IdTable:
     def find(self, uid: int, text_hash: int) -> bool: ...
     def add(self, uid: int, text_hash: int) -> None: ...
     def grown(self) -> IdTable: ...
+
+def screen(
+    candidates: Sequence[NewURL], recent: dict[int, int], newer: object, older: object
+) -> tuple[dict[int, NewURL], int, list[int], list[int]]:
+    """The loop of ``KnownIds.screen`` over ``IdTable`` generations (``TypeError`` for
+    any other table)."""

@@ -18,6 +18,12 @@ The tables are ``trawl._idtable.IdTable``, the same table in C, where it is buil
 compiled Python each read of an ``array`` slot makes a new int object, and the ids,
 signed 64-bit hashes, are past mypyc's fast integers, so a probe cost about 1.5 us.
 :class:`_Generation` is the reference, used by a build without compiled modules.
+
+The seen-set hands it a whole batch of link candidates (:meth:`KnownIds.screen`), and
+with the C tables the loop over the batch runs in C too (``trawl._idtable.screen``;
+:func:`_screen` is its reference): each candidate's id, its URL's hash and the probes
+of the dict and both tables without a Python-level call per link: 0.76 against 1.60 us
+a candidate from compiled Python, with a full cache and three candidates in four known.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from typing import Protocol
+
+from trawl.store.base import NewURL
 
 MAX_LOAD = 0.7
 """Entries a generation holds, as a share of its slots."""
@@ -124,6 +132,49 @@ def _slots_for(entries: int) -> int:
     return slots
 
 
+Screened = tuple[dict[int, NewURL], int, list[int], list[int]]
+"""What screening a batch gives: the unknown candidates by id (the first of each), how
+many others there were, and the ids the tables held with their text hashes."""
+Screen = Callable[[Sequence[NewURL], dict[int, int], Table, Table], Screened]
+"""The screening loop (:func:`_screen`, ``trawl._idtable.screen``): candidates, the dict
+in front, the newer and the older table."""
+
+
+def _screen(
+    candidates: Sequence[NewURL], recent: dict[int, int], newer: Table, older: Table
+) -> Screened:
+    """The reference of the screening loop: each candidate is a duplicate if its id came
+    earlier in the batch, or if the dict or a table holds its (id, text hash) pair."""
+    unique: dict[int, NewURL] = {}
+    duplicates = 0
+    found_ids: list[int] = []
+    found_hashes: list[int] = []
+    for candidate in candidates:
+        uid = candidate.id
+        if uid in unique:
+            duplicates += 1
+            continue
+        text_hash = hash(candidate.url)
+        if recent.get(uid) == text_hash:
+            duplicates += 1
+        elif newer.find(uid, text_hash) or older.find(uid, text_hash):
+            duplicates += 1
+            found_ids.append(uid)
+            found_hashes.append(text_hash)
+        else:
+            unique[uid] = candidate
+    return unique, duplicates, found_ids, found_hashes
+
+
+def _screen_for(table: Callable[[int], Table]) -> Screen:
+    """The loop in C for the C table where it is built, else the reference."""
+    try:
+        from trawl._idtable import IdTable, screen
+    except ImportError:
+        return _screen
+    return screen if table is IdTable else _screen
+
+
 FIRST_SLOTS = 1024
 """Slots of the first generation; it doubles as it fills, so a small crawl stays small."""
 
@@ -151,6 +202,7 @@ class KnownIds:
         """``table`` makes a generation of the given slots (default: the C table where
         it is built)."""
         self._table = table or _table_maker()
+        self._screen = _screen_for(self._table)
         self._recent: dict[int, int] = {}
         self._recent_room = min(recent, capacity)
         self._room = capacity // 2
@@ -166,15 +218,17 @@ class KnownIds:
     def __len__(self) -> int:
         return len(self._recent) + self._newer.size + self._older.size
 
-    def known(self, uid: int, text_hash: int) -> bool:
-        """Whether ``uid`` was confirmed with this text hash; a hit in a table is
-        copied into the dict, so an id in use stays and is answered there next."""
-        if self._recent.get(uid) == text_hash:
-            return True
-        if self._newer.find(uid, text_hash) or self._older.find(uid, text_hash):
+    def screen(self, candidates: Sequence[NewURL]) -> tuple[dict[int, NewURL], int]:
+        """Split a batch: the candidates whose (id, hash of the URL text) pair this cache
+        does not hold, by id, the first of each id; and how many others there were (an
+        id's repeats in the batch and the pairs held). A pair found in a table is copied
+        into the dict, so an id in use stays and is answered there next."""
+        unique, duplicates, found_ids, found_hashes = self._screen(
+            candidates, self._recent, self._newer, self._older
+        )
+        for uid, text_hash in zip(found_ids, found_hashes, strict=True):
             self._add(uid, text_hash)
-            return True
-        return False
+        return unique, duplicates
 
     def add_all(self, ids: Sequence[int], text_hashes: Sequence[int]) -> None:
         """Remember each confirmed id with the hash of its URL text."""

@@ -79,17 +79,10 @@ class SeenSet:
         Duplicates inside the batch count as duplicates too. A URL whose hash matches a
         known URL with different text (a 64-bit collision) is counted and dropped.
         """
-        unique: dict[int, NewURL] = {}
-        duplicates = 0
         known = self._known
+        unique, duplicates = known.screen(candidates)
         kept: list[int] = []
         kept_hashes: list[int] = []
-        for candidate in candidates:
-            uid = candidate.id
-            if uid in unique or known.known(uid, hash(candidate.url)):
-                duplicates += 1
-            else:
-                unique[uid] = candidate
         maybe = [uid for uid in unique if uid in self._bloom]
         collisions = 0
         if maybe:
