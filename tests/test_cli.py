@@ -33,6 +33,7 @@ SUMMARY_KEYS = {
     "excluded", "invalid", "invalid_by_reason", "links", "duplicates", "redirects",
     "redirect_limit", "retries", "failed", "errors_by_class", "requests", "elapsed",
     "pages_per_second", "dns", "limits", "content", "freshness", "fetched_this_run",
+    "robots_unavailable", "unreachable_hosts",
 }  # fmt: skip
 
 
@@ -215,7 +216,9 @@ def test_status_matches_the_crawl_summary(crawled: Crawled) -> None:
     assert figures["unique URLs discovered"] == str(crawled.summary["discovered"])
     assert figures["fetched"].startswith(f"{crawled.summary['fetched']} ")
     assert figures["requests sent"] == str(crawled.summary["requests"])
-    assert figures["robots-blocked"] == str(crawled.summary["robots_blocked"])
+    blocked = int(str(crawled.summary["robots_blocked"]))
+    blocked -= int(str(crawled.summary["robots_unavailable"]))
+    assert figures["blocked by robots.txt"] == str(blocked)
 
 
 def test_status_without_a_crawl_is_a_clear_error(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from trawl.resolver import (
     AiodnsBackend,
     BlockedAddress,
     GuardedResolver,
+    HostsFile,
     NameNotFound,
 )
 
@@ -174,3 +176,75 @@ async def test_a_rebound_name_never_reaches_the_private_server(
             second = await fetcher.fetch(f"http://rebind.test:{public.port}/")
     assert (first.status, second.error) == (200, FetchError.BLOCKED_ADDRESS)
     assert (public.accepted, private.accepted) == (1, 0)
+
+
+# -- the hosts file ----------------------------------------------------------------------
+
+HOSTS = """\
+# a comment line, then an address with several names and a comment after them
+127.0.0.2   Staging.Example.test  staging   # the staging site
+::1         staging.example.test  ip6-only.test
+127.0.0.3   staging.example.test  second.test
+10.0.0.7    intranet.test
+not-an-address  broken.test
+*.wild.test 127.0.0.2
+127.0.0.9
+fe80::1%eth0 scoped.test
+"""
+
+
+def test_the_hosts_file_is_read_as_the_system_reads_it() -> None:
+    hosts = HostsFile.parse(HOSTS)
+    # Case-insensitive; the first line naming a host gives its address of each family.
+    assert hosts.addresses("staging.example.test") == ("127.0.0.2", "::1")
+    assert hosts.addresses("staging") == ("127.0.0.2",)
+    assert hosts.addresses("second.test") == ("127.0.0.3",)
+    assert hosts.addresses("ip6-only.test") == ("::1",)
+    assert hosts.addresses("scoped.test") == ("fe80::1%eth0",)
+    # No wildcards, nothing from lines without a valid address, comments ignored.
+    for name in ("broken.test", "a.wild.test", "*.wild.test", "the", "comment", "example.test"):
+        assert hosts.addresses(name) == (), name
+
+
+def test_a_missing_or_unreadable_hosts_file_has_no_entries(tmp_path: Path) -> None:
+    assert HostsFile.read(tmp_path / "missing").addresses("localhost") == ()
+    assert HostsFile.read(tmp_path).addresses("localhost") == ()  # a directory
+    assert HostsFile.read(None).addresses("localhost") == ()
+    written = tmp_path / "hosts"
+    written.write_bytes(b"127.0.0.1 localhost\n\xff\xfe 127.0.0.2 garbage\n")
+    assert HostsFile.read(written).addresses("localhost") == ("127.0.0.1",)
+
+
+async def test_the_hosts_file_comes_after_overrides_and_before_dns() -> None:
+    clock = FakeClock()
+    script = {"staging.example.test": [[("127.0.0.4", 60)]], "dns-only.test": [[("127.0.0.5", 60)]]}
+    allow = AddressPolicy([ipaddress.ip_network("127.0.0.0/8")])
+    with ScriptedDns(script) as dns:
+        guarded = GuardedResolver(
+            allow, overrides={"second.test": "127.0.0.6"}, hosts=HostsFile.parse(HOSTS),
+            backend=AiodnsBackend([dns.nameserver]), clock=clock,
+        )  # fmt: skip
+        try:
+            # ::1 is not in the allowed range, so it is dropped from the hosts-file answer.
+            assert await guarded.addresses("STAGING.example.test.") == ("127.0.0.2",)
+            assert await guarded.addresses("second.test") == ("127.0.0.6",)
+            assert await guarded.addresses("dns-only.test") == ("127.0.0.5",)
+        finally:
+            await guarded.close()
+    assert dns.queries == {"dns-only.test": 1}
+
+
+async def test_hosts_file_answers_pass_the_address_policy() -> None:
+    hosts = HostsFile.parse("127.0.0.1 localhost\n10.0.0.7 intranet.test\n127.0.0.2 ok.test\n")
+    with ScriptedDns({}) as dns:
+        guarded = GuardedResolver(ALLOW_TWO, hosts=hosts, backend=AiodnsBackend([dns.nameserver]))
+        try:
+            with pytest.raises(BlockedAddress, match=r"127\.0\.0\.1, a loopback address"):
+                await guarded.addresses("localhost")
+            with pytest.raises(BlockedAddress, match=r"10\.0\.0\.7, a private address"):
+                await guarded.addresses("intranet.test")
+            assert await guarded.addresses("ok.test") == ("127.0.0.2",)
+        finally:
+            await guarded.close()
+    assert guarded.stats.blocked == 2
+    assert not dns.queries

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from conftest import loopback_fetcher
 from trawl.config import Timeouts
+from trawl.fetcher import FetchError
 from trawl.robots import ROBOTS_TTL
 from trawl.robots_gate import RobotsGate
 from trawl.store.base import CommitBatch, HostUpdate
@@ -93,6 +95,21 @@ async def test_unavailable_is_reported_as_no_rules(
     ids = await store.host_ids(["down.test"])
     answer = await gate.check(ids["down.test"], server.site.url("down.test", "/"))
     assert (answer.rules, answer.record.status, answer.fetched) == (None, 503, True)
+    assert answer.failure is None  # the host answered: robots.txt is unavailable
+
+
+async def test_an_unreachable_host_says_why(
+    gate_parts: tuple[RobotsGate, SQLiteStore, Clock],
+) -> None:
+    gate, store, _ = gate_parts
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    host = f"127.0.0.1:{port}"
+    ids = await store.host_ids([host])
+    answer = await gate.check(ids[host], f"http://{host}/")
+    assert (answer.rules, answer.record.status) == (None, None)
+    assert (answer.failure, answer.refused) == (FetchError.CONNECT, False)
 
 
 async def test_cached_rules_are_used_until_they_expire(

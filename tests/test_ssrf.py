@@ -72,15 +72,21 @@ def test_an_ip_literal_seed_is_refused_and_allowed_with_its_network(
     refused = subprocess.run(
         [*base, "--data-dir", str(tmp_path / "a")], capture_output=True, text=True, timeout=60
     )
-    assert refused.returncode == 0, refused.stderr
+    assert refused.returncode == 3, refused.stderr
     assert json.loads(refused.stdout)["errors_by_class"] == {"blocked_address": 1}
+    assert refused.stderr.splitlines() == [
+        f"trawl: {seed} not fetched: 127.0.0.2 is a loopback address: "
+        "add --allow-network 127.0.0.0/8 to crawl it"
+    ]
     assert internal.accepted == 0
     allowed = subprocess.run(
         [*base, "--data-dir", str(tmp_path / "b"), "--allow-network", "127.0.0.2/32"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert allowed.returncode == 0, allowed.stderr
+    # Reached now; the service hangs up without an answer, so robots.txt is unavailable.
+    assert allowed.returncode == 3, allowed.stderr
     assert internal.accepted >= 1
+    assert "not fetched: robots.txt unavailable" in allowed.stderr
 
 
 def test_a_bad_network_is_a_usage_error(tmp_path: Path) -> None:

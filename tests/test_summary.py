@@ -43,3 +43,23 @@ def test_text_and_json_carry_the_same_figures() -> None:
 def test_empty_store_gives_zeros() -> None:
     summary = Summary.from_counters({}, state="new", elapsed=0.0)
     assert (summary.discovered, summary.fetched, summary.pages_per_second) == (0, 0, 0.0)
+
+
+def test_robots_rules_unavailable_robots_txt_and_unreachable_hosts_are_told_apart() -> None:
+    counters = {
+        "robots_blocked": 7, "blocked:robots_unavailable": 3, "unreachable_hosts": 2,
+        "failed": 5, "error:dns": 1, "error:connect": 4,
+    }  # fmt: skip
+    summary = Summary.from_counters(counters, state="done", elapsed=1.0)
+    assert (summary.robots_blocked, summary.robots_unavailable) == (7, 3)
+    assert (summary.disallowed, summary.unreachable_hosts) == (4, 2)
+    rows = dict(line.split("  ", 1) for line in summary.lines())
+    figures = {name.strip(): value.strip() for name, value in rows.items()}
+    assert figures["blocked by robots.txt"] == "4"
+    assert figures["robots.txt unavailable"] == "3 URLs held back"
+    assert figures["hosts unreachable"] == "2"
+    assert figures["failed"] == "5 (connect 4, dns 1)"
+    data = json.loads(summary.to_json())
+    assert (data["robots_blocked"], data["robots_unavailable"], data["unreachable_hosts"]) == (
+        7, 3, 2,
+    )  # fmt: skip

@@ -85,5 +85,6 @@ def test_the_certificate_must_name_the_host(https_server: tuple[int, Path], tmp_
     rows = {row["url"]: row for row in map(json.loads, export.stdout.splitlines())}
     assert rows[seeds[0]]["status"] == 200
     # Same server, same address, same certificate: only the name differs, and the TLS
-    # failure on OTHER's robots.txt leaves it unavailable, so nothing of it is fetched.
-    assert (rows[seeds[1]]["status"], rows[seeds[1]]["error"]) == (None, "robots_unavailable")
+    # failure on OTHER's robots.txt makes it unreachable, so nothing of it is fetched.
+    assert (rows[seeds[1]]["status"], rows[seeds[1]]["error"]) == (None, "tls")
+    assert summary["unreachable_hosts"] == 1

@@ -1,7 +1,10 @@
 """The ``trawl`` command line.
 
-Every failure a user can cause ends in one line on stderr and an exit code: 0 done,
-1 runtime failure, 2 bad usage or config, 130 interrupted. No traceback reaches the user.
+Every failure a user can cause ends in one line on stderr and an exit code: 0 done (or a
+budget reached), 1 runtime failure, 2 bad usage or config, 3 nothing fetched (the crawl
+ended without a single page fetched, every seed failed: one line per failing seed says
+why, and how to fix it where there is a fix), 130 interrupted. No traceback reaches the
+user.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from trawl.config import (
 from trawl.errors import TrawlError, UsageError
 from trawl.exporter import export_rows
 from trawl.logs import FORMATS, LEVELS, configure_logging
+from trawl.outcome import NOTHING_FETCHED, nothing_fetched, report_lines, seed_failures
 from trawl.priority import DEFAULT_HORIZON
 from trawl.recrawl import RecrawlPolicy
 from trawl.retry import RetryPolicy
@@ -78,6 +82,8 @@ _CRAWL_OPTIONS = [
                       "and other non-public addresses are refused otherwise."),
     click.option("--nameserver", multiple=True, metavar="IP[:PORT]",
                  help="DNS server to ask (repeatable; default: the system's)."),
+    click.option("--hosts-file", type=click.Path(path_type=Path), default=Path("/etc/hosts"),
+                 help="Names looked up here before DNS, after --resolve (hosts(5) format)."),
     click.option("--max-depth", type=int, default=15,
                  help="Links more hops than this from a seed are counted, not queued."),
     click.option("--max-pages-per-host", type=int, default=100_000,
@@ -250,6 +256,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         resolve=parse_resolve(list(_strings(resolve))),
         allow_networks=parse_networks(list(_strings(values.get("allow_network")))),
         nameservers=_strings(values.get("nameserver")),
+        hosts_file=_optional(Path, values.get("hosts_file", Path("/etc/hosts"))),
         warc=bool(values.get("warc")),
         warc_max_size=int(values.get("warc_max_size", 1 << 30)),
         text=bool(values.get("text")),
@@ -321,13 +328,25 @@ def _console(wanted: bool | None) -> Console | None:
 
 
 def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
-    """Run the crawl, print its summary, and turn an interruption into exit 130."""
+    """Run the crawl, print its summary, and say on stderr which seeds were not fetched
+    and why (the caller's :func:`exit_for` gives the exit code)."""
     configure_logging(
         str(values.get("log_format", "text")), str(values.get("log_level", "warning"))
     )
     summary = run_crawl(config, _console(values.get("progress")))
     print_summary(summary, bool(values.get("as_json")))
+    if summary.state != "interrupted":
+        for line in report_lines(asyncio.run(seed_failures(config)), summary):
+            click.echo(line, err=True)
     return summary
+
+
+def exit_for(summary: Summary) -> None:
+    """Exit 130 after an interruption, 3 when nothing at all was fetched."""
+    if summary.state == "interrupted":
+        sys.exit(130)
+    if nothing_fetched(summary):
+        sys.exit(NOTHING_FETCHED)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -346,9 +365,7 @@ def crawl(ctx: click.Context, /, seeds: tuple[str, ...], **params: Any) -> None:
     seeds = seeds or _strings(values.get("seeds"))
     if not seeds:
         raise UsageError("give at least one seed URL")
-    summary = crawl_and_report(build_config(seeds, values), values)
-    if summary.state == "interrupted":
-        sys.exit(130)
+    exit_for(crawl_and_report(build_config(seeds, values), values))
 
 
 _WORKER_LOCAL = (
@@ -386,9 +403,7 @@ def worker(**params: Any) -> None:
     if values["crawl"] is None:
         values["crawl"] = asyncio.run(newest_unfinished(str(values["store"])))
     values["join"] = True
-    summary = crawl_and_report(build_config((), values), values)
-    if summary.state == "interrupted":
-        sys.exit(130)
+    exit_for(crawl_and_report(build_config((), values), values))
 
 
 @cli.command(
@@ -410,9 +425,7 @@ def recrawl(every: bool, **params: Any) -> None:
     values["crawl"] = values["crawl"] or DEFAULT_CRAWL
     values["join"] = True
     values["recrawl_pass"] = RecrawlPass.ALL if every else RecrawlPass.DUE
-    summary = crawl_and_report(build_config((), values), values)
-    if summary.state == "interrupted":
-        sys.exit(130)
+    exit_for(crawl_and_report(build_config((), values), values))
 
 
 STORE_OPTIONS = (

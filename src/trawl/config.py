@@ -237,6 +237,8 @@ class CrawlConfig:
     """Address ranges fetched from although they are not public (loopback, private...)."""
     nameservers: tuple[str, ...] = ()
     """DNS servers (``IP`` or ``IP:PORT``); empty means the system's."""
+    hosts_file: Path | None = Path("/etc/hosts")
+    """Names looked up here before DNS (/etc/hosts format); None: DNS only."""
     warc: bool = False
     """Archive every fetch to WARC files in ``data_dir / "warc"``."""
     warc_max_size: int = 1 << 30

@@ -79,6 +79,13 @@ BREAKER_ERRORS = frozenset(
     {FetchError.TIMEOUT, FetchError.CONNECT, FetchError.DNS, FetchError.TLS, FetchError.PROTOCOL}
 )
 """Fetch errors that count against a host's circuit breaker (as 5xx answers do)."""
+UNREACHABLE_ERRORS = frozenset(
+    {FetchError.DNS, FetchError.CONNECT, FetchError.TIMEOUT, FetchError.TLS}
+)
+"""robots.txt fetch errors that mean the host itself cannot be reached (no such name, no
+connection, no answer in time, a failed TLS handshake): after the last attempt its URLs
+fail with that error class, counted as failed, instead of being held back as if
+robots.txt disallowed them (a 5xx or a broken answer still does, as RFC 9309 says)."""
 
 log = logging.getLogger("trawl.engine")
 
@@ -541,12 +548,7 @@ class Crawler:
         if answer.refused:
             # The host's address is not one trawl may connect to: fail its URLs with that
             # reason (a DNS change is noticed when robots.txt is due again).
-            slot.robots_failures = 0
-            slot.refused = FetchError.BLOCKED_ADDRESS.value
-            slot.robots = DISALLOW_ALL
-            slot.robots_expires = self._clock() + self._config.retry.cap
-            for url in self._scheduler.drain(slot):
-                self._refuse(batch, url, slot.refused)
+            self._shut_out(slot, FetchError.BLOCKED_ADDRESS, batch)
         elif answer.rules is not None:
             slot.refused = None
             if answer.fetched:
@@ -558,9 +560,18 @@ class Crawler:
             slot.robots_failures += 1
             pause = retry_delay(self._config.retry, slot.robots_failures, None, self._rng)
             batch.count("robots_retries")
+        elif answer.failure in UNREACHABLE_ERRORS:
+            # No answer at all after the last attempt: the host is unreachable, which is
+            # not a robots.txt rule; its URLs fail with the connection's error class.
+            log.info(
+                "host %s unreachable (%s): failing its URLs", slot.name, answer.failure,
+                extra={"host": slot.name, "error": str(answer.failure)},
+            )  # fmt: skip
+            self._shut_out(slot, answer.failure, batch, count="unreachable_hosts")
         else:
-            # Still unavailable after the last attempt: block what is queued, and what
-            # arrives until the next attempt after the back-off cap.
+            # robots.txt still unavailable (5xx, a broken answer) after the last attempt:
+            # RFC 9309 says disallow all, so block what is queued, and what arrives until
+            # the next attempt after the back-off cap.
             slot.robots_failures = 0
             slot.robots = DISALLOW_ALL
             slot.robots_expires = self._clock() + self._config.retry.cap
@@ -572,6 +583,20 @@ class Crawler:
         self._scheduler.finished(slot, response_time, pause)
         await self._committer.submit(batch)
         self._wake.set()
+
+    def _shut_out(
+        self, slot: HostSlot, error: FetchError, batch: CommitBatch, *, count: str | None = None
+    ) -> None:
+        """Fail the host's URLs with ``error`` until its robots.txt is due again (after
+        the back-off cap), when the host is tried anew."""
+        slot.robots_failures = 0
+        slot.robots = DISALLOW_ALL
+        slot.robots_expires = self._clock() + self._config.retry.cap
+        slot.refused = error.value
+        if count is not None:
+            batch.count(count)
+        for url in self._scheduler.drain(slot):
+            self._refuse(batch, url, slot.refused)
 
     async def _soft404_job(self, slot: HostSlot, some_url: str, fence: Fence) -> None:
         rules = slot.robots or DISALLOW_ALL
@@ -592,6 +617,8 @@ class Crawler:
             Outcome(url.id, url.host_id, State.BLOCKED, url.attempts, error=reason)
         )
         batch.count("robots_blocked")
+        if reason is not None:
+            batch.count(f"blocked:{reason}")
 
     def _refuse(self, batch: CommitBatch, url: QueuedURL, reason: str) -> None:
         batch.outcomes.append(

@@ -12,11 +12,16 @@ verified against the host name, since the client connects by address but names t
 Where the addresses come from, in order:
 
 - ``--resolve HOST=IP`` overrides (curl-style; tests map many names to loopback);
+- the hosts file (``--hosts-file``, /etc/hosts by default), read once at the start, as
+  the system's resolver reads it when nsswitch lists ``files`` before ``dns``;
 - the cache: each host's answer is kept until its DNS TTL runs out (clamped to
   ``MIN_TTL`` .. ``MAX_TTL``), at most ``cache_size`` hosts, least recently used first out;
 - a :class:`DnsBackend`: :class:`AiodnsBackend` (c-ares, asynchronous, A and AAAA)
   by default, against the system's name servers or ``--nameserver`` ones. c-ares keeps
   its own TTL-bounded query cache behind this one.
+
+Every answer, wherever it came from, passes the address policy: a hosts-file name for
+127.0.0.1 is refused as loopback unless ``--allow-network`` opens it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import aiodns
@@ -99,6 +105,51 @@ class AiodnsBackend:
             self._resolver = None
 
 
+class HostsFile:
+    """Names and addresses from a file in /etc/hosts format.
+
+    Each line holds an address (IPv4 or IPv6) and one or more names; ``#`` starts a
+    comment. Names match case-insensitively and without wildcards; the first line that
+    names a host gives its address of each family (IPv4 and IPv6), in file order.
+    """
+
+    def __init__(self, entries: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        self._entries = dict(entries or {})
+
+    @classmethod
+    def parse(cls, text: str) -> HostsFile:
+        """The entries of ``text``; lines without a valid address are skipped."""
+        found: dict[str, dict[int, str]] = {}
+        for line in text.splitlines():
+            fields = line.split("#", 1)[0].split()
+            if len(fields) < 2:
+                continue
+            try:
+                address = ipaddress.ip_address(fields[0])
+            except ValueError:
+                continue
+            for name in fields[1:]:
+                families = found.setdefault(name.lower().rstrip("."), {})
+                families.setdefault(address.version, str(address))
+        return cls({name: tuple(families.values()) for name, families in found.items()})
+
+    @classmethod
+    def read(cls, path: Path | None) -> HostsFile:
+        """The entries of the file at ``path``; none when it is None, missing or
+        unreadable (as the system's resolver treats such a file)."""
+        if path is None:
+            return cls()
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            return cls()
+        return cls.parse(text)
+
+    def addresses(self, name: str) -> tuple[str, ...]:
+        """The addresses listed for ``name`` (lower-case, no trailing dot); () if none."""
+        return self._entries.get(name, ())
+
+
 @dataclass(slots=True)
 class ResolverStats:
     """What the resolver did: cache hits and misses, and addresses it refused."""
@@ -123,13 +174,15 @@ class _Cached:
 
 
 class GuardedResolver:
-    """The HTTP client's resolver: overrides, a TTL cache and the address policy."""
+    """The HTTP client's resolver: overrides, the hosts file, a TTL cache of DNS answers
+    and the address policy."""
 
     def __init__(
         self,
         policy: AddressPolicy,
         *,
         overrides: Mapping[str, str] | None = None,
+        hosts: HostsFile | None = None,
         backend: DnsBackend | None = None,
         cache_size: int = 10_000,
         min_ttl: float = MIN_TTL,
@@ -137,6 +190,7 @@ class GuardedResolver:
     ) -> None:
         self._policy = policy
         self._overrides = {host.lower(): ip for host, ip in (overrides or {}).items()}
+        self._hosts = hosts or HostsFile()
         self._backend = backend or AiodnsBackend()
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_size = cache_size
@@ -161,7 +215,7 @@ class GuardedResolver:
         elif name in self._overrides:
             found = (self._overrides[name],)
         else:
-            found = await self._lookup(name)
+            found = self._hosts.addresses(name) or await self._lookup(name)
         if not found:
             raise NameNotFound(socket.EAI_NONAME, f"{host} does not resolve")
         permitted = tuple(a for a in found if self._policy.permits(a))

@@ -5,8 +5,10 @@ runs; the engine caches only usable answers, never an unavailable one. Otherwise
 robots.txt is fetched, following at most ``MAX_ROBOTS_REDIRECTS`` redirects (to any
 host, as RFC 9309 allows), and only the first ``MAX_ROBOTS_BYTES`` are parsed. What the
 rules are for a response status (4xx allow all, 5xx unavailable) is decided in
-trawl.robots; what to do while a host's robots.txt is unavailable (wait and retry, then
-block its URLs) is the engine's business.
+trawl.robots. When the host itself gave no answer (its address refused, no such name, no
+connection, a timeout, a failed TLS handshake) the answer says why, so that the engine can
+tell an unreachable host from one whose robots.txt is unavailable; what to do in either
+case (wait and retry, then fail or block its URLs) is the engine's business.
 """
 
 from __future__ import annotations
@@ -37,13 +39,18 @@ _READ_BYTES = MAX_ROBOTS_BYTES + 1
 @dataclass(frozen=True, slots=True)
 class RobotsAnswer:
     """A host's robots.txt verdict. ``rules`` None means unavailable (5xx, no answer);
-    ``refused`` says the host's address is one trawl must not connect to."""
+    ``failure`` says why the host itself gave no HTTP answer, if it gave none."""
 
     rules: RobotsRules | None
     record: RobotsRecord
     fetched: bool
     expires_in: float
-    refused: bool = False
+    failure: FetchError | None = None
+
+    @property
+    def refused(self) -> bool:
+        """The host's address is one trawl must not connect to."""
+        return self.failure == FetchError.BLOCKED_ADDRESS
 
 
 class RobotsGate:
@@ -68,24 +75,25 @@ class RobotsGate:
         now = self._wall_clock()
         record = await self._store.robots(host_id)
         fetched = record is None or now - record.fetched_at >= ROBOTS_TTL
-        refused = False
+        failure = None
         if record is None or fetched:
-            record, refused = await self._fetch(robots_url(some_url))
+            record, failure = await self._fetch(robots_url(some_url))
         rules = (
             None
             if record.status is None
             else rules_for_response(record.status, record.body, self._agent)
         )
         expires_in = ROBOTS_TTL - (now - record.fetched_at)
-        return RobotsAnswer(rules, record, fetched, expires_in, refused)
+        return RobotsAnswer(rules, record, fetched, expires_in, failure)
 
-    async def _fetch(self, target: str) -> tuple[RobotsRecord, bool]:
-        """The robots.txt record, and whether the host's own address was refused."""
+    async def _fetch(self, target: str) -> tuple[RobotsRecord, FetchError | None]:
+        """The robots.txt record, and why the host itself gave no HTTP answer (None when
+        it answered; a redirect's target failing leaves robots.txt unavailable)."""
         first = True
         for _ in range(MAX_ROBOTS_REDIRECTS):
             result = await self._fetcher.fetch(target, max_body=_READ_BYTES)
-            if first and result.error == FetchError.BLOCKED_ADDRESS:
-                return RobotsRecord(None, b"", self._wall_clock()), True
+            if first and result.error is not None:
+                return RobotsRecord(None, b"", self._wall_clock()), result.error
             first = False
             if result.status not in REDIRECTS or not result.location:
                 break
@@ -96,4 +104,4 @@ class RobotsGate:
         else:
             result = await self._fetcher.fetch(target, max_body=_READ_BYTES)
         record = RobotsRecord(status=result.status, body=result.body, fetched_at=self._wall_clock())
-        return record, False
+        return record, None

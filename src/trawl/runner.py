@@ -30,7 +30,7 @@ from trawl.gc_tuning import young_gc_threshold
 from trawl.netguard import AddressPolicy
 from trawl.policy import POLICY_KEY, with_policy
 from trawl.progress import show_progress
-from trawl.resolver import AiodnsBackend, GuardedResolver
+from trawl.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.robots import agent_token
 from trawl.store.location import StoreLocation
 from trawl.summary import Summary
@@ -104,6 +104,7 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
                 resolver=GuardedResolver(
                     AddressPolicy(config.allow_networks),
                     overrides=config.resolve,
+                    hosts=HostsFile.read(config.hosts_file),
                     backend=AiodnsBackend(config.nameservers),
                 ),
                 recorder=recorder,

@@ -66,6 +66,17 @@ class Summary:
     fetched_this_run: int = 0
     """Pages this process fetched in the span ``elapsed`` covers (other workers' and
     earlier runs' fetches left out)."""
+    robots_unavailable: int = 0
+    """Of ``robots_blocked``, the URLs held back because their host's robots.txt was
+    unavailable (a 5xx or a broken answer), not because its rules disallow them."""
+    unreachable_hosts: int = 0
+    """Hosts that gave no answer at all (no such name, no connection, no answer in time,
+    a failed TLS handshake); their URLs count under ``failed`` by error class."""
+
+    @property
+    def disallowed(self) -> int:
+        """URLs that robots.txt rules disallow."""
+        return self.robots_blocked - self.robots_unavailable
 
     @classmethod
     def from_counters(
@@ -113,6 +124,8 @@ class Summary:
             elapsed=round(elapsed, 3),
             pages_per_second=round(rate, 1),
             fetched_this_run=fetched - fetched_before,
+            robots_unavailable=counters.get("blocked:robots_unavailable", 0),
+            unreachable_hosts=counters.get("unreachable_hosts", 0),
         )
 
     def to_json(self) -> str:
@@ -130,7 +143,9 @@ class Summary:
             ("fetched", f"{self.fetched} ({self.pages_per_second:.1f} pages/s)"),
             ("by status", status),
             ("queued", str(self.queued)),
-            ("robots-blocked", str(self.robots_blocked)),
+            ("blocked by robots.txt", str(self.disallowed)),
+            ("robots.txt unavailable", f"{self.robots_unavailable} URLs held back"),
+            ("hosts unreachable", str(self.unreachable_hosts)),
             ("off-scope links", str(self.off_scope)),
             ("excluded links", str(self.excluded)),
             ("invalid links", f"{self.invalid}" + (f" ({invalid})" if invalid else "")),
