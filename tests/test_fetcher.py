@@ -175,12 +175,12 @@ async def test_response_time_is_the_answers_and_the_whole_fetch_when_unanswered(
     assert cut.response_time == cut.elapsed  # the rest of the answer was never read
 
 
-async def test_refused_connection_is_reported_as_connect(fetcher: Fetcher) -> None:
+async def test_refused_connection_is_reported_as_refused(fetcher: Fetcher) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))  # bound but not listening: connections are refused
         port = sock.getsockname()[1]
         result = await fetcher.fetch(f"http://fetch.test:{port}/")
-    assert (result.status, result.error) == (None, FetchError.CONNECT)
+    assert (result.status, result.error) == (None, FetchError.CONNECTION_REFUSED)
 
 
 async def test_body_of_declared_non_html_is_not_read(server: SiteServer, fetcher: Fetcher) -> None:

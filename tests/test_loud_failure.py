@@ -111,11 +111,11 @@ def test_a_site_reached_through_the_hosts_file_is_crawled(
     assert summary["fetched"] == 3
     assert page_gets(server, WWW) == 3
     assert (summary["robots_blocked"], summary["unreachable_hosts"]) == (0, 2)
-    assert summary["errors_by_class"] == {"connect": 1, "dns": 1}
+    assert summary["errors_by_class"] == {"connection_refused": 1, "dns": 1}
     rows = read_rows(tmp_path / "crawl")
     gone, dead = rows[f"http://{GONE}/"], rows[f"http://{DEAD}:{DEAD_PORT}/"]
     assert (gone.state, gone.error, dead.state, dead.error) == (
-        State.FAILED, "dns", State.FAILED, "connect",
+        State.FAILED, "dns", State.FAILED, "connection_refused",
     )  # fmt: skip
     assert dns.queries[WWW] == 0  # the hosts file answered for it
 
@@ -156,14 +156,14 @@ def test_a_refused_connection_is_a_failure_not_a_robots_block(
     seed = f"http://127.0.0.1:{closed_port()}/"
     args = (seed,)
     extra = ("--allow-network", "127.0.0.0/8")
-    line = f"trawl: {seed} not fetched: could not connect (connection refused or host unreachable)"
+    line = f"trawl: {seed} not fetched: connection refused (nothing listens on that port)"
     run = crawl(tmp_path, dns, hosts_file, *args, extra=extra)
     assert run.code == 3, run.err
     assert run.err.splitlines() == [line]
     summary = json.loads(run.out)
     assert (summary["failed"], summary["robots_blocked"], summary["unreachable_hosts"]) == (1, 0, 1)
     row = read_rows(tmp_path / "crawl")[seed]
-    assert (row.state, row.error, row.status) == (State.FAILED, "connect", None)
+    assert (row.state, row.error, row.status) == (State.FAILED, "connection_refused", None)
     # Resumed, the run fetches nothing new and reports the seed from its stored state.
     again = crawl(tmp_path, dns, hosts_file, *args, extra=extra)
     assert again.code == 3, again.err

@@ -109,7 +109,7 @@ async def test_an_unreachable_host_says_why(
     ids = await store.host_ids([host])
     answer = await gate.check(ids[host], f"http://{host}/")
     assert (answer.rules, answer.record.status) == (None, None)
-    assert (answer.failure, answer.refused) == (FetchError.CONNECT, False)
+    assert (answer.failure, answer.refused) == (FetchError.CONNECTION_REFUSED, False)
 
 
 async def test_cached_rules_are_used_until_they_expire(

@@ -76,12 +76,18 @@ page costs more store time than a whole page's other bookkeeping. 10 ms rather t
 halves the transactions of the 20 x 500 benchmark (1,897 -> 794) and takes 3-6 % off its
 CPU per page; the wait ends once half of ``--concurrency`` pages are waiting."""
 BREAKER_ERRORS = frozenset(
-    {FetchError.TIMEOUT, FetchError.CONNECT, FetchError.DNS, FetchError.TLS, FetchError.PROTOCOL}
-)
+    {
+        FetchError.TIMEOUT, FetchError.CONNECT, FetchError.CONNECTION_REFUSED, FetchError.DNS,
+        FetchError.TLS, FetchError.PROTOCOL,
+    }
+)  # fmt: skip
 """Fetch errors that count against a host's circuit breaker (as 5xx answers do)."""
 UNREACHABLE_ERRORS = frozenset(
-    {FetchError.DNS, FetchError.CONNECT, FetchError.TIMEOUT, FetchError.TLS}
-)
+    {
+        FetchError.DNS, FetchError.CONNECT, FetchError.CONNECTION_REFUSED, FetchError.TIMEOUT,
+        FetchError.TLS,
+    }
+)  # fmt: skip
 """robots.txt fetch errors that mean the host itself cannot be reached (no such name, no
 connection, no answer in time, a failed TLS handshake): after the last attempt its URLs
 fail with that error class, counted as failed, instead of being held back as if

@@ -26,6 +26,7 @@ import brotli
 from trawl.config import Timeouts
 from trawl.http_client import (
     ConnectFailed,
+    ConnectRefused,
     HttpClient,
     HttpFailure,
     InvalidTarget,
@@ -48,6 +49,7 @@ class FetchError(enum.StrEnum):
     TIMEOUT = "timeout"
     DNS = "dns"
     CONNECT = "connect"
+    CONNECTION_REFUSED = "connection_refused"
     TLS = "tls"
     PROTOCOL = "protocol"
     DECODE = "decode"
@@ -56,8 +58,11 @@ class FetchError(enum.StrEnum):
 
 
 RETRYABLE_ERRORS = frozenset(
-    {FetchError.TIMEOUT, FetchError.DNS, FetchError.CONNECT, FetchError.PROTOCOL}
-)
+    {
+        FetchError.TIMEOUT, FetchError.DNS, FetchError.CONNECT, FetchError.CONNECTION_REFUSED,
+        FetchError.PROTOCOL,
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,8 @@ def _error_class(exc: BaseException) -> FetchError:
         return FetchError.DNS
     if isinstance(exc, TlsFailed):
         return FetchError.TLS
+    if isinstance(exc, ConnectRefused):
+        return FetchError.CONNECTION_REFUSED
     if isinstance(exc, ConnectFailed):
         return FetchError.CONNECT
     if isinstance(exc, InvalidTarget):

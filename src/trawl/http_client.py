@@ -53,6 +53,10 @@ class ConnectFailed(HttpFailure):
     """No connection to any of the host's addresses."""
 
 
+class ConnectRefused(ConnectFailed):
+    """Every one of the host's addresses refused the connection: nothing listens there."""
+
+
 class TlsFailed(HttpFailure):
     """The TLS handshake failed, or the certificate does not fit the host."""
 
@@ -518,6 +522,7 @@ class HttpClient:
             context = self._ssl or _default_context()
         loop = asyncio.get_running_loop()
         failure: BaseException | None = None
+        refused = 0
         asked = time.monotonic()
         for address in addresses:
             try:
@@ -533,12 +538,15 @@ class HttpClient:
                 raise TlsFailed(f"TLS with {host}: {exc}") from exc
             except (OSError, TimeoutError) as exc:
                 failure = exc
+                refused += isinstance(exc, ConnectionRefusedError)
                 continue
             self.opened += 1
             connection.opened_at = asked
             return connection
         if isinstance(failure, TimeoutError):
             raise ConnectFailed(f"connecting to {host}:{port} timed out")
+        if isinstance(failure, ConnectionRefusedError) and refused == len(addresses):
+            raise ConnectRefused(f"{host}:{port} refused the connection")
         raise ConnectFailed(f"cannot connect to {host}:{port}: {failure}")
 
     async def close(self) -> None:

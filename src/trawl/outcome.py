@@ -6,8 +6,8 @@ cause and, where there is one, the fix::
 
     trawl: http://127.0.0.1:8000/ not fetched: 127.0.0.1 is a loopback address: add
       --allow-network 127.0.0.0/8 to crawl it
-    trawl: http://127.0.0.1:1/ not fetched: could not connect (connection refused or
-      host unreachable)
+    trawl: http://127.0.0.1:1/ not fetched: connection refused (nothing listens on
+      that port)
     trawl: http://nowhere.test/ not fetched: no such host (DNS)
 
 (each one line, folded here).
@@ -40,7 +40,9 @@ MAX_LINES = 20
 
 _CAUSES = {
     FetchError.DNS.value: "no such host (DNS)",
-    FetchError.CONNECT.value: "could not connect (connection refused or host unreachable)",
+    FetchError.CONNECTION_REFUSED.value: "connection refused (nothing listens on that port)",
+    FetchError.CONNECT.value: "could not connect (no route to the host, or connecting timed "
+    "out: --connect-timeout)",
     FetchError.TLS.value: "TLS handshake failed (the certificate is not trusted, or not "
     "for this host; SSL_CERT_FILE adds a private CA)",
     FetchError.PROTOCOL.value: "the server's answer is not valid HTTP",
