@@ -256,6 +256,7 @@ def crawl(ctx: click.Context, /, **params: Any) -> None:
 
 
 _NEWEST = "Which crawl to join."
+_BY_FLAG = {option.flag: option for option in options.OPTIONS}
 
 
 class JoinCommand(TopicCommand):
@@ -273,9 +274,6 @@ class JoinCommand(TopicCommand):
                 f"{exc.option_name} is stored with the crawl: trawl {ctx.info_name} takes it "
                 "from the store (trawl crawl --store sets it)"
             ) from exc
-
-
-_BY_FLAG = {option.flag: option for option in options.OPTIONS}
 
 
 def _worker_params(*, required: bool = True, which: str = _NEWEST) -> list[click.Parameter]:
