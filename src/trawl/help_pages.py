@@ -29,10 +29,11 @@ class TopicFormatter(click.HelpFormatter):
         self, rows: Iterable[tuple[str, str]], col_max: int = 30, col_spacing: int = 2
     ) -> None:
         """Write ``rows`` as a definition list: each term, then its text wrapped beside it
-        (or below it, for a term wider than ``col_max``)."""
+        (or below it, for a term wider than the term column)."""
         rows = list(rows)
         widest = self.terms_width or max(len(term) for term, _ in rows)
-        first_col = min(widest, col_max) + col_spacing
+        # On a narrow terminal the text keeps 40 columns; terms then stand above it.
+        first_col = min(widest, col_max, max(self.width - 40 - col_spacing, 4)) + col_spacing
         text_indent = " " * (first_col + self.current_indent)
         for term, text in rows:
             self.write(f"{'':>{self.current_indent}}{term}")
