@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -17,16 +18,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 
 from conftest import is_page
 from test_store import make_version_1_crawl
-from trawl.cli import main
+from trawl.cli import cli, main
 from trawl.exporter import COLUMNS
+from trawl.options import OPTIONS, Group
 from trawl.testsite import Site, SiteServer, generate_site
 
-# Fast settings for tests, given through a config file (which also covers the keys that
-# have no command-line option, such as response_factor).
+# Fast settings for tests, given through a config file.
 FAST = {"delay": 0, "response_factor": 0.5, "retry_base": 0.05, "retry_cap": 1}
 SUMMARY_KEYS = {
     "state", "discovered", "fetched", "queued", "status", "robots_blocked", "off_scope",
@@ -144,6 +146,7 @@ def crawled(server: SiteServer, tmp_path_factory: pytest.TempPathFactory) -> Cra
         pytest.param(["http://x.test/", "--resolve", "x.test=not-an-ip"], id="resolve-not-ip"),
         pytest.param(["http://x.test/", "--no-such-option"], id="unknown-option"),
         pytest.param(["http://x.test/", "--events", "/dev/null/events.jsonl"], id="events-path"),
+        pytest.param(["http://x.test/", "--stats-interval", "-1"], id="stats-interval"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(
@@ -169,10 +172,11 @@ def test_console_script_reports_bad_seed_in_one_line(tmp_path: Path) -> None:
     [
         pytest.param(None, "cannot read config file", id="missing"),
         pytest.param("delay = [\n", "not valid TOML", id="invalid-toml"),
-        pytest.param("dealy = 1\n", "unknown key 'dealy'", id="unknown-key"),
-        pytest.param('delay = "slow"\n', "bad configuration value", id="wrong-type"),
+        pytest.param("dealy = 1\n", "unknown key 'dealy' (did you mean 'delay'?)", id="unknown"),
+        pytest.param('delay = "slow"\n', 'delay must be a number, got "slow"', id="wrong-type"),
         pytest.param("per_host = 0\n", "--per-host must be at least 1", id="bad-value"),
-        pytest.param('scope = "nope"\n', "bad configuration value", id="bad-scope"),
+        pytest.param("delay = -1\n", "--delay must not be negative", id="negative-delay"),
+        pytest.param('scope = "nope"\n', 'must be one of "domain", "host", "prefix"', id="scope"),
     ],
 )
 def test_bad_config_file_exits_2_with_one_line(
@@ -186,6 +190,119 @@ def test_bad_config_file_exits_2_with_one_line(
         "--data-dir", str(tmp_path / "data"), "--no-progress",
     )  # fmt: skip
     assert message in assert_one_error_line(run)
+
+
+# -- seeds -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("seed", "message"),
+    [
+        ("example.com", "seed 'example.com' has no scheme: did you mean https://example.com/?"),
+        ("example.com/docs?a=1", "has no scheme: did you mean https://example.com/docs?a=1?"),
+        ("localhost:8080", "has no scheme: did you mean https://localhost:8080/?"),
+        (
+            "http://a.test/ http://b.test/",
+            "seed 'http://a.test/ http://b.test/' holds whitespace: "
+            "pass each seed URL as an argument of its own",
+        ),
+        ("ftp://a.test/", "seed 'ftp://a.test/' is not an http(s) URL"),
+        ("mailto:me@a.test", "is not an http(s) URL"),
+        ("http://", "seed 'http://' has no host"),
+        ("http://a.test:99999/", "has a port outside 1-65535"),
+        ("", "seed '' is empty"),
+    ],
+)
+def test_an_unusable_seed_is_one_line_and_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, seed: str, message: str
+) -> None:
+    data_dir = tmp_path / "data"
+    run = trawl_inline(capsys, "crawl", seed, "--data-dir", str(data_dir), "--no-progress")
+    line = assert_one_error_line(run)
+    assert line.startswith("trawl: error: seed ")
+    assert message in line
+    assert not data_dir.exists()
+
+
+def test_a_bad_seed_with_fresh_leaves_the_old_crawl_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "crawl.db").write_bytes(b"the crawl before")
+    run = trawl_inline(capsys, "crawl", "example.com", "--fresh", "--data-dir", str(tmp_path))
+    assert "did you mean https://example.com/?" in assert_one_error_line(run)
+    assert (tmp_path / "crawl.db").read_bytes() == b"the crawl before"
+
+
+def test_seeds_from_a_config_file_are_checked_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('seeds = ["https://a.test/", "b.test"]\n')
+    run = trawl_inline(capsys, "crawl", "--config", str(config), "--data-dir", str(tmp_path / "d"))
+    assert assert_one_error_line(run) == (
+        "trawl: error: seed 'b.test' has no scheme: did you mean https://b.test/?"
+    )
+
+
+# -- help --------------------------------------------------------------------------------
+
+
+def test_bare_trawl_prints_the_help_and_exits_0() -> None:
+    run = trawl()
+    assert run.code == 0, run.err
+    assert run.err == ""
+    assert run.out.startswith("Usage: trawl [OPTIONS] COMMAND")
+    commands = run.out.split("Commands:\n", 1)[1]
+    for name in ("crawl", "demo", "export", "recrawl", "serve", "status", "worker"):
+        assert f"  {name} " in commands, name
+
+
+def test_crawl_help_lists_options_by_topic_with_defaults_and_examples(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    run = trawl("crawl", "--help")
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert not [line for line in lines if re.search(r"[a-z]-$", line)]  # no word split at "-"
+    headings = [line for line in lines if re.fullmatch(r"[A-Z][a-z ]+:", line)]
+    assert headings == [f"{group.value}:" for group in Group]
+    for option in OPTIONS:
+        if option.positional:
+            continue
+        section = lines.index(f"{option.group.value}:")
+        end = next(i for i in range(section + 1, len(lines)) if not lines[i])
+        term = next((line for line in lines[section:end] if f" {option.flag} " in f"{line} "), None)
+        assert term is not None, option.name
+        if option.default_text is not None:
+            assert f"[default: {option.default_text}]" in " ".join(run.out.split()), option.name
+    text = " ".join(run.out.split())
+    assert "[default: 64]" in text
+    assert "(1% false positives)" in text
+    examples = run.out.split("Examples:", 1)[1]
+    assert "trawl crawl https://example.com/ --contact " in examples
+    assert "--max-pages 10000" in examples
+    assert "--warc --text" in examples
+    assert "--store postgresql://" in examples
+    assert "trawl worker --store postgresql://" in examples
+
+
+def test_every_command_and_option_has_help() -> None:
+    def commands(command: click.Command) -> Iterator[click.Command]:
+        yield command
+        if isinstance(command, click.Group):
+            for sub in command.commands.values():
+                yield from commands(sub)
+
+    seen = 0
+    for command in commands(cli):
+        assert command.help, command.name
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help, f"{command.name} {param.opts}"
+                seen += 1
+    assert seen > len(OPTIONS) * 3
 
 
 # -- crawls ------------------------------------------------------------------------------

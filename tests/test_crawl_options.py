@@ -1,13 +1,17 @@
 """Crawl options end to end: scope modes, include/exclude, nofollow, canonical, robots
-redirects and cache, the memory-queue bound, and the time budget."""
+redirects and cache, the memory-queue bound, the time budget, and the redirect and link
+caps through the command line."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from conftest import CrawlRunner, expected_hits, page_requests, robots_requests
+from test_cli import trawl
 from trawl.config import Limits, Politeness, ScopeConfig
 from trawl.extract import parse_workers
 from trawl.scope import ScopeMode
@@ -192,3 +196,42 @@ def test_parse_workers_default_to_the_spare_cores(
 )
 def test_text_extraction_gets_every_core(wanted: int | None, cores: int, expected: int) -> None:
     assert parse_workers(wanted, cores, content=True) == expected
+
+
+def redirect_site(port: int) -> Site:
+    """A seed page linking to a chain of two redirects and to six plain pages."""
+    routes = {
+        "http://rd.test/": page("/hop1", *(f"/p{i}" for i in range(6))),
+        "http://rd.test/hop1": Response(status=301, headers=(("Location", "/hop2"),)),
+        "http://rd.test/hop2": Response(status=301, headers=(("Location", "/end"),)),
+        "http://rd.test/end": page(),
+        **{f"http://rd.test/p{i}": page() for i in range(6)},
+    }
+    return Site.build(port, routes, ["http://rd.test/"])
+
+
+@pytest.mark.parametrize("given", ["options", "config"])
+def test_redirect_and_link_caps_given_on_the_command_line_or_in_a_file_bind(
+    tmp_path: Path, given: str
+) -> None:
+    fast = ["--delay", "0", "--response-factor", "0", "--no-soft-404", "--no-progress", "--json"]
+    caps = ["--max-redirects", "1", "--max-links", "3"]
+    if given == "config":
+        config = tmp_path / "caps.toml"
+        config.write_text("max_redirects = 1\nmax-links = 3\n")
+        caps = ["--config", str(config)]
+    with SiteServer(redirect_site) as server:
+        site = server.site
+        base = ["crawl", *site.seeds, *server.resolve_args(), *fast]
+        free = trawl(*base, "--data-dir", str(tmp_path / "free"))
+        assert free.code == 0, free.err
+        every = page_requests(server)
+        capped = trawl(*base, *caps, "--data-dir", str(tmp_path / "capped"))
+        assert capped.code == 0, capped.err
+        requested = page_requests(server) - every
+    assert json.loads(free.out)["redirect_limit"] == 0
+    assert every[site.url("rd.test", "/end")] == 1
+    assert json.loads(capped.out)["redirect_limit"] == 1
+    assert set(requested) == {
+        site.url("rd.test", path) for path in ("/", "/hop1", "/hop2", "/p0", "/p1")
+    }

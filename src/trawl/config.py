@@ -10,11 +10,9 @@ import enum
 import ipaddress
 import re
 import socket
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from trawl import __version__
 from trawl.errors import UsageError
@@ -284,42 +282,6 @@ class CrawlConfig:
             raise UsageError("--concurrency must be at least 1")
         if self.parse_workers is not None and self.parse_workers < 0:
             raise UsageError("--parse-workers must not be negative")
-
-
-# Keys accepted in a TOML config file (the long option names, with - or _).
-_CONFIG_KEYS = frozenset(
-    {
-        "seeds", "scope", "include", "exclude", "max_pages", "max_time", "concurrency",
-        "per_host", "delay", "user_agent", "contact", "data_dir", "resolve", "fresh",
-        "memory_queue", "expected_urls", "max_body", "max_redirects", "max_links",
-        "connect_timeout", "timeout", "retry_base", "retry_cap", "retry_attempts",
-        "strip_params", "ignore_nofollow", "response_factor", "max_delay", "seed",
-        "parse_workers", "allow_network", "per_ip", "max_depth", "max_pages_per_host",
-        "max_discovered_per_host", "nameserver", "warc", "warc_max_size", "breaker_threshold",
-        "breaker_pause", "breaker_trips", "no_soft_404", "text", "text_skip_near_duplicates",
-        "events", "store", "crawl", "worker_id", "lease_ttl", "max_hosts", "metrics_port",
-        "log_format", "log_level", "sitemaps", "sitemaps_only", "continuous", "recrawl_min",
-        "recrawl_max", "recrawl_initial", "priority_horizon",
-    }
-)  # fmt: skip
-
-
-def load_config_file(path: Path) -> dict[str, Any]:
-    """Read a TOML config file into option-name keys; unknown keys are a usage error."""
-    try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
-    except OSError as exc:
-        raise UsageError(f"cannot read config file {path}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"config file {path} is not valid TOML: {exc}") from exc
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = key.replace("-", "_")
-        if name not in _CONFIG_KEYS:
-            raise UsageError(f"config file {path}: unknown key {key!r}")
-        values[name] = value
-    return values
 
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

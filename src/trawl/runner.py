@@ -175,8 +175,13 @@ async def _run(config: CrawlConfig, console: Console | None) -> Summary:
                 loop.remove_signal_handler(sig)
 
 
-def run_crawl(config: CrawlConfig, console: Console | None = None) -> Summary:
-    """Run (or resume) the crawl in ``config.data_dir``; block until it ends."""
+def run_crawl(
+    config: CrawlConfig, console: Console | None = None, stats_interval: float = 60.0
+) -> Summary:
+    """Run (or resume) the crawl in ``config.data_dir``; block until it ends.
+
+    ``stats_interval`` is the seconds between stats lines without a live display.
+    """
     with (
         data_dir_lock(config.data_dir),
         young_gc_threshold(),
