@@ -202,9 +202,11 @@ async def read_summary(location: StoreLocation) -> Summary:
     """The summary of the crawl at ``location`` (works while another process crawls).
 
     ``elapsed`` is the crawl time summed over all runs; a crawl whose last run died
-    without recording its end (kill -9, power loss) shows as stopped and resumable.
+    without recording its end (kill -9, power loss) shows as stopped and resumable. The
+    store is read through first: figures from a store that a crawl or an export would
+    reject as damaged are never shown.
     """
-    async with location.open(readonly=True) as store:
+    async with location.open(readonly=True, checked=True) as store:
         counters = await store.counters()
         state = await store.get_meta("state") or "new"
         elapsed = float(await store.get_meta("elapsed") or 0.0)
