@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -97,10 +98,10 @@ class SQLiteStore(AsyncResource):
     is the queue time the priority range is worth (trawl.priority); ``inbox_limit`` is
     how many ids the id index's inbox gathers before a merge (trawl.store.sqlite_ids).
 
-    A ``readonly`` store writes nothing, not even the log's index, so it reads a crawl
-    in a directory it may not write to (:func:`_open_readonly`); ``checked`` also reads
-    every table through (:func:`_walk_tables`), so that damage a crawl or an export
-    would meet is met on opening.
+    A ``readonly`` store changes nothing, and reads a crawl in a directory it may not
+    write to (:func:`_open_readonly`); ``checked`` also reads every table and index
+    through (:func:`_read_through`), so that damage a crawl or an export would meet is
+    met on opening.
     """
 
     def __init__(
@@ -167,7 +168,7 @@ class SQLiteStore(AsyncResource):
             self._conn = _open_readonly(self.path)
             self._check_version()
             if self._checked:
-                _walk_tables(self._conn)
+                _read_through(self._conn)
             return
         self._create()
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -630,25 +631,47 @@ def _connect_readonly(path: Path, mode: str) -> sqlite3.Connection:
     return conn
 
 
-def _walk_tables(db: sqlite3.Connection) -> None:
-    """Read every page of every table of the database, in one read transaction: a page
-    SQLite cannot parse raises ``database disk image is malformed`` here, as it would
-    for whoever reads it later. 0.04 s for a store of 1 M URLs (163 MB) in the page
-    cache, where ``PRAGMA quick_check``, which decodes every row as well, takes 0.54 s.
+def _read_through(db: sqlite3.Connection) -> None:
+    """Read every page of every table and index of the database, in one read
+    transaction: a page SQLite cannot parse raises ``database disk image is malformed``
+    here, as it would for a crawl or an export that reads it later.
+
+    A table is counted through itself (``NOT INDEXED``), an index through a scan of it
+    alone (``INDEXED BY``, with the condition of a partial one, and a condition on its
+    first column that keeps SQLite from counting through a smaller index). 0.05 s for a
+    store of 1 M URLs (163 MB) in the page cache, where ``PRAGMA quick_check``, which
+    decodes every row as well, takes 0.50 s.
     """
-    tables = [
-        row[0]
-        for row in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND rootpage > 0"
-        ).fetchall()
-    ]
     db.execute("BEGIN")
     try:
-        for table in tables:
-            quoted = table.replace('"', '""')
-            db.execute(f'SELECT COUNT(*) FROM "{quoted}" NOT INDEXED').fetchone()
+        schema = db.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master "
+            "WHERE type IN ('table', 'index') AND rootpage > 0"
+        ).fetchall()
+        for kind, name, table, sql in schema:
+            if kind == "table":
+                db.execute(f"SELECT COUNT(*) FROM {_quoted(name)} NOT INDEXED").fetchone()
+                continue
+            column = _quoted(db.execute(f"PRAGMA index_info({_quoted(name)})").fetchone()[2])
+            condition = f"({column} IS NULL OR {column} IS NOT NULL)"
+            partial = _PARTIAL.search(sql or "")
+            if partial:
+                condition += f" AND ({partial.group(1)})"
+            db.execute(
+                f"SELECT COUNT(*) FROM {_quoted(table)} INDEXED BY {_quoted(name)} "
+                f"WHERE {condition}"
+            ).fetchone()
     finally:
         db.execute("COMMIT")
+
+
+_PARTIAL = re.compile(r"\bWHERE\b(.*)$", re.DOTALL | re.IGNORECASE)
+"""The condition of a partial index, in the SQL that made it."""
+
+
+def _quoted(name: str) -> str:
+    """``name`` as an SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _schema_version(db: sqlite3.Connection) -> int | None:
