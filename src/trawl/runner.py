@@ -91,7 +91,7 @@ async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncI
     """Open the store, fetcher and extract workers for ``config``; wire a crawler over them.
 
     ``resuming``: the store is checked first as a command-line crawl checks it
-    (:func:`check_stored`)."""
+    (:func:`_check_stored`)."""
     settings = ExtractSettings(
         seeds=seeds_of(config),
         scope=config.scope,
@@ -115,7 +115,7 @@ async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncI
             )
         )
         if resuming:
-            await check_stored(store, config)
+            await _check_stored(store, config)
         recorder = None
         if config.warc:
             recorder = await stack.enter_async_context(
@@ -160,7 +160,7 @@ async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncI
         yield Crawler(config, store, fetcher, extract, content=content, metrics=metrics)
 
 
-async def check_stored(store: Store, config: CrawlConfig) -> None:
+async def _check_stored(store: Store, config: CrawlConfig) -> None:
     """Refuse to resume a stored crawl of other seeds or another scope than ``config``'s;
     queue again the URLs refused for their address when the networks ``config`` may
     fetch from are not the ones the last run had (they are checked again when fetched)."""
