@@ -108,6 +108,23 @@ async def test_a_crawl_started_over_the_api_runs_to_the_ground_truth(
     assert all(row["state"] == "done" for row in done["urls"])
 
 
+async def test_a_paused_crawl_resumes_with_its_own_scope(
+    api: tuple[httpx.AsyncClient, SiteServer],
+) -> None:
+    client, server = api
+    seed = server.site.seeds[0]
+    body = {"seeds": [seed], "scope": "host", "maxPages": 1000}
+    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 2)
+    await client.post(f"/crawls/{crawl_id}/pause", headers=AUTH)
+    await client.post(f"/crawls/{crawl_id}/resume", headers=AUTH)
+    final = await wait_for(client, crawl_id, lambda s: s["state"] != "running")
+    assert final["state"] == "done"
+    host = httpx.URL(seed).host
+    urls = (await client.get(f"/crawls/{crawl_id}/urls", params={"state": "done"})).json()
+    assert {httpx.URL(row["url"]).host for row in urls["urls"]} == {host}
+
+
 async def test_pause_resume_and_cancel(api: tuple[httpx.AsyncClient, SiteServer]) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds), "maxPages": 1000}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -289,6 +290,40 @@ async def test_recover_returns_claimed_urls_and_fixes_host_counts(
     assert queued(open_store) == {"a.test": 3, "b.test": 1}
     assert (await store.counters())["queued"] == 4
     assert await store.recover() == 0
+
+
+async def test_requeue_failed_queues_one_error_again_with_exact_counts(
+    store: Engine, open_store: OpenStore
+) -> None:
+    await insert(store, *(url("a.test", n) for n in range(3)), url("b.test", 1))
+    ids = await store.host_ids(["a.test", "b.test"])
+    claimed = await store.claim({ids["a.test"]: 3, ids["b.test"]: 1}, now=1000.0)
+    refused = {c.url for c in claimed if c.url != "http://a.test/2"}
+    batch = CommitBatch()
+    for c in claimed:
+        error = "blocked_address" if c.url in refused else "timeout"
+        batch.outcomes.append(Outcome(c.id, c.host_id, State.FAILED, 2, error=error))
+        batch.count("failed")
+        batch.count(f"error:{error}")
+    await store.commit(batch)
+    assert queued(open_store) == {}
+
+    assert await store.requeue_failed("blocked_address") == 3
+    counters = await store.counters()
+    assert (counters["failed"], counters["error:blocked_address"]) == (1, 0)
+    assert (counters["error:timeout"], counters["queued"]) == (1, 3)
+    assert queued(open_store) == {"a.test": 2, "b.test": 1}
+    answered = open_store.query("SELECT name, fetched FROM hosts ORDER BY name")
+    assert [tuple(row) for row in answered] == [("a.test", 1), ("b.test", 0)]
+    states = await rows(store)
+    assert {u for u, r in states.items() if r.state == State.QUEUED} == refused
+    assert all(states[u].error is None for u in refused)
+    assert states["http://a.test/2"].error == "timeout"
+
+    again = await store.claim({ids["a.test"]: 5, ids["b.test"]: 5}, now=1000.0)
+    assert {c.url for c in again} == refused
+    assert {c.attempts for c in again} == {0}
+    assert await store.requeue_failed("blocked_address") == 0
 
 
 async def test_a_failing_batch_leaves_nothing_behind(store: Engine, open_store: OpenStore) -> None:
@@ -647,11 +682,34 @@ async def test_a_crawl_a_newer_trawl_wrote_is_left_alone(tmp_path: Path, readonl
     assert version == (str(SCHEMA_VERSION + 1),)
 
 
-async def test_a_readonly_store_finds_no_crawl_in_another_database(tmp_path: Path) -> None:
-    tmp_path.joinpath(DB_NAME).write_bytes(b"")
-    with pytest.raises(StoreError, match="no crawl found"):
-        async with SQLiteStore(tmp_path, readonly=True):
+def foreign_database(path: Path) -> None:
+    """A SQLite database at ``path`` that trawl did not write (no ``meta`` table)."""
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+        db.execute("INSERT INTO notes VALUES ('mine')")
+
+
+@pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(lambda p: p.write_bytes(b""), r"is empty \(0 bytes\)", id="empty"),
+        pytest.param(lambda p: p.write_bytes(b"notes\n" * 1000), "not a SQLite", id="text"),
+        pytest.param(foreign_database, "holds no trawl crawl", id="foreign"),
+    ],
+)
+async def test_a_database_file_that_holds_no_crawl_is_refused_and_left_alone(
+    tmp_path: Path, readonly: bool, make: Callable[[Path], object], message: str
+) -> None:
+    path = tmp_path / DB_NAME
+    make(path)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=message) as refused:
+        async with SQLiteStore(tmp_path, readonly=readonly):
             pass
+    assert str(path) in str(refused.value)
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == [DB_NAME]
 
 
 def make_version_1_schema(schema: str) -> None:

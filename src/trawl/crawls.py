@@ -17,9 +17,10 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trawl.errors import StoreError, UsageError
 from trawl.policy import POLICY_KEY
@@ -104,8 +105,7 @@ class Crawls:
             raise UsageError(f"crawl {crawl_id!r} was cancelled")
         async with self.location(crawl_id).open(readonly=True) as store:
             stored = await store.get_meta(POLICY_KEY)
-        seeds = json.loads(stored)["seeds"] if stored else []
-        self._start(crawl_id, seeds)
+        self._start(crawl_id, _start_arguments(json.loads(stored) if stored else {}))
 
     async def pause(self, crawl_id: str) -> None:
         """Stop the crawl's process gracefully (resumable)."""
@@ -175,3 +175,15 @@ class Crawls:
             self._processes[crawl_id] = subprocess.Popen(
                 command, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
             )
+
+
+def _start_arguments(policy: Mapping[str, Any]) -> list[str]:
+    """The ``trawl crawl`` arguments that resume a crawl of ``policy`` (its stored form):
+    its seeds and scope, which a resumed crawl must repeat."""
+    arguments = [str(seed) for seed in policy.get("seeds", [])]
+    scope = policy.get("scope")
+    if scope is not None:
+        arguments += ["--scope", str(scope["mode"])]
+        arguments += [f"--include={pattern}" for pattern in scope["include"]]
+        arguments += [f"--exclude={pattern}" for pattern in scope["exclude"]]
+    return arguments

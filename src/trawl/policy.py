@@ -10,12 +10,18 @@ discovery budgets, depth and size caps, timeouts, retries, the circuit breaker, 
 normalisation, the User-Agent, nofollow, the soft-404 probe, and freshness (revisit
 intervals, the priority horizon, sitemaps, continuous crawling); a run's one recrawl
 pass (``trawl recrawl``) is its own.
+
+A ``trawl crawl`` that resumes must name the stored crawl's seeds and scope
+(:func:`other_crawl`); every other option may change from one run to the next. The
+networks a run may fetch from are kept beside the policy (``NETWORKS_KEY``), so that a
+run that may reach more of them can give the URLs refused for their address another go.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Collection
 from typing import Any
 
 from trawl.config import (
@@ -31,10 +37,13 @@ from trawl.errors import StoreError
 from trawl.recrawl import RecrawlPolicy
 from trawl.retry import RetryPolicy
 from trawl.scope import ScopeMode
-from trawl.urls import NormalizeRules
+from trawl.urls import NormalizeRules, Rejection, normalize
 
 POLICY_KEY = "policy"
 """The ``meta`` key the policy is stored under."""
+NETWORKS_KEY = "allowed_networks"
+"""The ``meta`` key of the networks the last ``trawl crawl`` might fetch from beyond the
+public ones (``--allow-network``, :func:`networks_json`)."""
 _LOCAL_LIMITS = ("max_time", "memory_queue", "expected_urls", "bloom_error")
 """Limits that belong to one worker's run, not to the crawl."""
 
@@ -119,6 +128,53 @@ def with_policy(config: CrawlConfig, stored: str) -> CrawlConfig:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"the crawl's stored policy is unreadable ({exc!r})") from exc
+
+
+def other_crawl(config: CrawlConfig, stored: str) -> str | None:
+    """What the crawl of the stored policy ``stored`` is (its first seed, how many
+    more, its scope), when ``config`` names other seeds or another scope; None when it
+    names the same. Seeds compare normalised, as a set; the scope by its mode and its
+    include and exclude patterns, each as a set."""
+    try:
+        data = json.loads(stored)
+        seeds = [str(seed) for seed in data["seeds"]]
+        scope = data["scope"]
+        mode = str(scope["mode"])
+        include = frozenset(str(p) for p in scope["include"])
+        exclude = frozenset(str(p) for p in scope["exclude"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"the crawl's stored policy is unreadable ({exc!r})") from exc
+    rules = config.url_rules
+    if (
+        _seed_set(seeds, rules) == _seed_set(config.seeds, rules)
+        and mode == config.scope.mode.value
+        and include == frozenset(config.scope.include)
+        and exclude == frozenset(config.scope.exclude)
+    ):
+        return None
+    more = len(seeds) - 1
+    what = seeds[0] if seeds else "no seed"
+    if more:
+        what += f" and {more} more seed{'s' if more > 1 else ''}"
+    details = [f"scope {mode}"]
+    details += [f"include {p!r}" for p in sorted(include)]
+    details += [f"exclude {p!r}" for p in sorted(exclude)]
+    return f"{what} ({', '.join(details)})"
+
+
+def _seed_set(seeds: Collection[str], rules: NormalizeRules) -> frozenset[str]:
+    """``seeds`` normalised as a crawl normalises them (one that cannot be stays as
+    written)."""
+    found: set[str] = set()
+    for seed in seeds:
+        url = normalize(seed, None, rules)
+        found.add(seed if isinstance(url, Rejection) else url)
+    return frozenset(found)
+
+
+def networks_json(config: CrawlConfig) -> str:
+    """The networks ``config`` may fetch from beyond the public ones, as stored."""
+    return json.dumps(sorted(str(network) for network in config.allow_networks))
 
 
 def _freshness(stored: dict[str, Any] | None, local: Freshness) -> Freshness:

@@ -5,6 +5,13 @@ adds what a command-line run needs around it: an exclusive lock on the data dir,
 live display, and graceful SIGINT/SIGTERM handling (first signal: stop taking new work,
 let in-flight fetches finish and commit; second signal: cancel now; claimed URLs are
 returned to the queue on the next start either way).
+
+A run checks what it can before it makes the data dir (the seeds, the lease length), so
+that a refused command leaves nothing behind. ``--fresh`` starts every output over: the
+store, the data dir's ``text/`` and ``warc/`` files and the ``--events`` file. Without
+it, a run resumes the stored crawl only if it names the same seeds and scope
+(:func:`trawl.policy.other_crawl`), and gives the URLs refused for their address another
+go when the networks it may fetch from changed.
 """
 
 from __future__ import annotations
@@ -12,6 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
+import os
+import shutil
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,13 +35,14 @@ from trawl.engine import Crawler, seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.events import EventWriter
 from trawl.extract import ExtractPool, ExtractSettings, parse_workers
-from trawl.fetcher import Fetcher
+from trawl.fetcher import Fetcher, FetchError
 from trawl.gc_tuning import young_gc_threshold
 from trawl.netguard import AddressPolicy
-from trawl.policy import POLICY_KEY, with_policy
+from trawl.policy import NETWORKS_KEY, POLICY_KEY, networks_json, other_crawl, with_policy
 from trawl.progress import show_progress
 from trawl.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.robots import agent_token
+from trawl.store.base import Store
 from trawl.store.location import StoreLocation
 from trawl.summary import Summary
 from trawl.textout import TextWriter
@@ -44,13 +55,22 @@ TEXT_DIR = "text"
 
 LOCK_NAME = "crawl.lock"
 
+log = logging.getLogger("trawl.runner")
+
 
 @contextlib.contextmanager
 def data_dir_lock(data_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the data dir so two crawls never share one store."""
+    """Hold an exclusive lock on the data dir so two crawls never share one store.
+
+    A run refused as bad usage (:class:`UsageError`) under the lock removes the data dir
+    if it made it: what it wrote there is nothing but the start of a crawl it refused.
+    """
+    made = not data_dir.exists()
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         handle = (data_dir / LOCK_NAME).open("a")
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise UsageError(f"--data-dir {data_dir} is a file, not a directory") from exc
     except OSError as exc:
         raise StoreError(f"cannot use data dir {data_dir}: {exc.strerror}") from exc
     with handle:
@@ -58,12 +78,20 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise UsageError(f"another trawl is already crawling in {data_dir}") from exc
-        yield
+        try:
+            yield
+        except UsageError:
+            if made:
+                shutil.rmtree(data_dir, ignore_errors=True)
+            raise
 
 
 @contextlib.asynccontextmanager
-async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
-    """Open the store, fetcher and extract workers for ``config``; wire a crawler over them."""
+async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncIterator[Crawler]:
+    """Open the store, fetcher and extract workers for ``config``; wire a crawler over them.
+
+    ``resuming``: the store is checked first as a command-line crawl checks it
+    (:func:`_check_stored`)."""
     settings = ExtractSettings(
         seeds=seeds_of(config),
         scope=config.scope,
@@ -86,6 +114,8 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
                 horizon=config.freshness.horizon,
             )
         )
+        if resuming:
+            await _check_stored(store, config)
         recorder = None
         if config.warc:
             recorder = await stack.enter_async_context(
@@ -131,6 +161,59 @@ async def build_engine(config: CrawlConfig) -> AsyncIterator[Crawler]:
         yield Crawler(config, store, fetcher, extract, content=content, metrics=metrics)
 
 
+async def _check_stored(store: Store, config: CrawlConfig) -> None:
+    """Refuse to resume a stored crawl of other seeds or another scope than ``config``'s;
+    queue again the URLs refused for their address when the networks ``config`` may
+    fetch from are not the ones the last run had (they are checked again when fetched)."""
+    stored = await store.get_meta(POLICY_KEY)
+    if stored is not None:
+        other = other_crawl(config, stored)
+        if other is not None:
+            raise UsageError(_other_crawl_message(config.location, other))
+    networks = networks_json(config)
+    if await store.get_meta(NETWORKS_KEY) != networks:
+        moved = await store.requeue_failed(FetchError.BLOCKED_ADDRESS.value)
+        await store.set_meta(NETWORKS_KEY, networks)
+        if moved:
+            log.info(
+                "queued again %d URLs refused for their address: the allowed networks "
+                "changed", moved, extra={"requeued": moved},
+            )  # fmt: skip
+
+
+def _other_crawl_message(location: StoreLocation, other: str) -> str:
+    """The refusal of a run whose seeds or scope are not those of ``other``, the crawl
+    stored at ``location``."""
+    if location.dsn is None:
+        return (
+            f"{location.data_dir} holds a crawl of {other}; run with --fresh to start over "
+            "there, or --data-dir DIR for a new crawl"
+        )
+    return (
+        f"crawl {location.crawl!r} of the --store database is a crawl of {other}; run with "
+        "--fresh to start it over, or --crawl NAME (and --data-dir DIR) for a new crawl"
+    )
+
+
+async def _start_over(config: CrawlConfig) -> None:
+    """``--fresh``: delete the stored crawl and the outputs of its runs."""
+    await config.location.remove()
+    for name in (TEXT_DIR, WARC_DIR):
+        try:
+            shutil.rmtree(config.data_dir / name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot empty {config.data_dir / name}: {exc.strerror}") from exc
+    if config.events is not None:
+        try:
+            os.truncate(config.events, 0)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise UsageError(f"cannot empty --events {config.events}: {exc.strerror}") from exc
+
+
 async def _joined(config: CrawlConfig) -> CrawlConfig:
     """A worker's ``config`` under the policy stored with the crawl it joins."""
     async with config.location.open(readonly=True) as store:
@@ -142,13 +225,13 @@ async def _joined(config: CrawlConfig) -> CrawlConfig:
 
 async def _run(config: CrawlConfig, console: Console | None) -> Summary:
     if config.fresh:
-        await config.location.remove()
+        await _start_over(config)
     if config.join:
         config = await _joined(config)
     config.check_leases()
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
-    async with build_engine(config) as crawler:
+    async with build_engine(config, resuming=not config.join) as crawler:
         signals = 0
 
         def on_signal() -> None:
@@ -182,6 +265,9 @@ def run_crawl(
 
     ``stats_interval`` is the seconds between stats lines without a live display.
     """
+    if not config.join:
+        seeds_of(config)
+        config.check_leases()
     with (
         data_dir_lock(config.data_dir),
         young_gc_threshold(),
@@ -208,9 +294,11 @@ async def read_summary(location: StoreLocation) -> Summary:
     """The summary of the crawl at ``location`` (works while another process crawls).
 
     ``elapsed`` is the crawl time summed over all runs; a crawl whose last run died
-    without recording its end (kill -9, power loss) shows as stopped and resumable.
+    without recording its end (kill -9, power loss) shows as stopped and resumable. The
+    store is read through first: figures from a store that a crawl or an export would
+    reject as damaged are never shown.
     """
-    async with location.open(readonly=True) as store:
+    async with location.open(readonly=True, checked=True) as store:
         counters = await store.counters()
         state = await store.get_meta("state") or "new"
         elapsed = float(await store.get_meta("elapsed") or 0.0)

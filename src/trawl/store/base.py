@@ -558,6 +558,12 @@ class Store(Protocol):
         """The earliest due time of a DONE or FAILED URL (None: none is waiting)."""
         ...
 
+    async def requeue_failed(self, error: str) -> int:
+        """Queue again every FAILED URL whose error is ``error``, as if new (no attempts,
+        due now); returns how many. They leave the ``failed`` and ``error:ERROR``
+        counters and their hosts' answered counts, so every count stays exact."""
+        ...
+
     async def robots(self, host_id: int) -> RobotsRecord | None:
         """The cached robots.txt of a host, if any."""
         ...

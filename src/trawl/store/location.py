@@ -51,15 +51,19 @@ class StoreLocation:
         self,
         *,
         readonly: bool = False,
+        checked: bool = False,
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         horizon: float = DEFAULT_HORIZON,
     ) -> contextlib.AbstractAsyncContextManager[Store]:
-        """The store, to be opened with ``async with``."""
+        """The store, to be opened with ``async with``. ``checked`` (SQLite) reads the
+        whole database through on opening, to refuse a damaged one there; PostgreSQL
+        keeps its own pages sound."""
         if self.dsn is None:
             return SQLiteStore(
                 self.data_dir,
                 readonly=readonly,
+                checked=checked,
                 page_budget=page_budget,
                 discovery_budget=discovery_budget,
                 horizon=horizon,

@@ -315,6 +315,32 @@ WITH moved AS (
 )
 SELECT count(*) FROM moved
 """
+_LOCK_FAILED_HOSTS = (
+    "SELECT id FROM hosts WHERE id IN "
+    f"(SELECT DISTINCT host_id FROM urls WHERE state = {_FAILED} AND error = %s) "
+    "ORDER BY id FOR UPDATE"
+)
+_REQUEUE_FAILED = f"""
+WITH moved AS (
+    UPDATE urls SET state = {_QUEUED}, attempts = 0, next_fetch_at = 0, error = NULL
+    WHERE state = {_FAILED} AND error = %(error)s
+    RETURNING host_id
+), per_host AS (
+    SELECT host_id, count(*) AS n FROM moved GROUP BY host_id
+), recounted AS (
+    UPDATE hosts SET queued = hosts.queued + per_host.n,
+        fetched = GREATEST(hosts.fetched - per_host.n, 0)
+    FROM per_host WHERE hosts.id = per_host.host_id
+), counted AS (
+    INSERT INTO counters (name, value)
+    SELECT name, -(SELECT count(*) FROM moved) FROM unnest(%(counters)s::text[]) AS name
+    WHERE EXISTS (SELECT 1 FROM moved)
+    ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value
+)
+SELECT count(*) FROM moved
+"""
+"""Queues the FAILED URLs with one error again (its parameters: ``error``, and the
+``counters`` they leave); their hosts are locked first, in id order."""
 # In-link levels and sitemap lastmods touch URLs of any host, held by any worker: rows
 # another transaction has locked are skipped, never waited for (no lock order to keep,
 # so no deadlock); a hint skipped now comes again with the next links or sitemap read.
@@ -849,6 +875,15 @@ class PostgresStore(AsyncResource):
                 break
             start = max(ids) + 1
         return moved
+
+    async def requeue_failed(self, error: str) -> int:
+        async with self._transaction() as conn:
+            await conn.execute(_LOCK_FAILED_HOSTS, (error,))
+            cursor = await conn.execute(
+                _REQUEUE_FAILED, {"error": error, "counters": ["failed", f"error:{error}"]}
+            )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
 
     async def next_due(self) -> float | None:
         async with self._connection() as conn:

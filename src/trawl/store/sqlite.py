@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -96,6 +97,11 @@ class SQLiteStore(AsyncResource):
     ``wal_limit`` bounds the write-ahead log file (trawl.store.checkpoint); ``horizon``
     is the queue time the priority range is worth (trawl.priority); ``inbox_limit`` is
     how many ids the id index's inbox gathers before a merge (trawl.store.sqlite_ids).
+
+    A ``readonly`` store changes nothing, and reads a crawl in a directory it may not
+    write to (:func:`_open_readonly`); ``checked`` also reads every table and index
+    through (:func:`_read_through`), so that damage a crawl or an export would meet is
+    met on opening.
     """
 
     def __init__(
@@ -103,6 +109,7 @@ class SQLiteStore(AsyncResource):
         data_dir: Path,
         *,
         readonly: bool = False,
+        checked: bool = False,
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         wal_limit: int = WAL_LIMIT,
@@ -115,6 +122,7 @@ class SQLiteStore(AsyncResource):
         self._wal_limit = wal_limit
         self._checkpointer: Checkpointer | None = None
         self._readonly = readonly
+        self._checked = checked
         self._page_budget = page_budget
         self._discovery_budget = discovery_budget
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-sqlite")
@@ -156,38 +164,64 @@ class SQLiteStore(AsyncResource):
         return self._conn
 
     def _open(self) -> None:
-        if self._readonly and not self.path.exists():
-            raise StoreError(f"no crawl found in {self.path.parent}")
+        if self._readonly:
+            self._conn = _open_readonly(self.path)
+            self._check_version()
+            if self._checked:
+                _read_through(self._conn)
+            return
+        self._create()
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        if _schema_version(conn) is None:
+            conn.close()
+            raise StoreError(_NO_META.format(path=self.path))
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA cache_size = -65536")
+        # Checkpoints run on their own thread (trawl.store.checkpoint).
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        self._conn = conn
+        self._migrate()
+        # Only after migrating: a migration that drops a table keeps the table's
+        # pages in a statement journal, which must go to a file, not to RAM.
+        conn.execute("PRAGMA temp_store = MEMORY")
+        self._inbox = inbox_size(conn)
+        open_staging(conn)
+        self._checkpointer = Checkpointer(self.path)
+
+    def _create(self) -> None:
+        """Make the data dir and, for a new crawl, its database; refuse a database file
+        that holds no crawl.
+
+        A new database is made under another name and renamed into place once it holds
+        the ``meta`` table, so that ``crawl.db`` either holds a crawl or does not exist:
+        a process killed while creating it leaves no empty file to be taken for one.
+        """
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create data dir {self.path.parent}: {exc.strerror}") from exc
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        if not self._readonly:
+        if self.path.exists():
+            check_header(self.path)
+            return
+        new = self.path.with_name(f"{DB_NAME}.new")
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{new}{suffix}").unlink(missing_ok=True)
+        conn = sqlite3.connect(new, isolation_level=None)
+        try:
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA cache_size = -65536")
-            # Checkpoints run on their own thread (trawl.store.checkpoint).
-            conn.execute("PRAGMA wal_autocheckpoint = 0")
-        self._conn = conn
-        if self._readonly:
-            self._check_version()
-        else:
-            self._migrate()
-            # Only after migrating: a migration that drops a table keeps the table's
-            # pages in a statement journal, which must go to a file, not to RAM.
-            conn.execute("PRAGMA temp_store = MEMORY")
-            self._inbox = inbox_size(conn)
-            open_staging(conn)
-            self._checkpointer = Checkpointer(self.path)
+            conn.execute(_META_TABLE)
+        finally:
+            conn.close()
+        new.replace(self.path)
 
     def _check_version(self) -> None:
         """A read-only store migrates nothing, so it reads only a crawl at this trawl's
         schema: an older one is upgraded by opening it for writing once."""
         current = _schema_version(self._db)
         if current is None:
-            raise StoreError(f"no crawl found in {self.path.parent}")
+            raise StoreError(_NO_META.format(path=self.path))
         if current < SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} was written by an older trawl (schema {current} < "
@@ -206,9 +240,6 @@ class SQLiteStore(AsyncResource):
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
             current = _schema_version(db) or 0
             self._refuse_newer(current)
             for version in range(current + 1, SCHEMA_VERSION + 1):
@@ -418,6 +449,23 @@ class SQLiteStore(AsyncResource):
 
         return await self._run(lambda: self._transaction(work))
 
+    async def requeue_failed(self, error: str) -> int:
+        def work(db: sqlite3.Connection) -> int:
+            hosts = db.execute(
+                f"UPDATE urls SET state = {int(State.QUEUED)}, attempts = 0, next_fetch_at = 0, "
+                f"error = NULL WHERE state = {int(State.FAILED)} AND error = ? RETURNING host_id",
+                (error,),
+            ).fetchall()
+            per_host = Counter(host_id for (host_id,) in hosts)
+            db.executemany(
+                "UPDATE hosts SET queued = queued + ?, fetched = MAX(fetched - ?, 0) WHERE id = ?",
+                [(n, n, host_id) for host_id, n in sorted(per_host.items())],
+            )
+            _add_counters(db, {"failed": -len(hosts), f"error:{error}": -len(hosts)})
+            return len(hosts)
+
+        return await self._run(lambda: self._transaction(work))
+
     async def next_due(self) -> float | None:
         def work() -> float | None:
             row = self._db.execute("SELECT MIN(due_at) FROM urls WHERE state IN (2, 3)").fetchone()
@@ -518,6 +566,112 @@ class SQLiteStore(AsyncResource):
         async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
             for row in rows:
                 yield export_row(row)
+
+
+_META_TABLE = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+"""The table every crawl's database has (migration 1 makes it if a new one lacks it)."""
+_NO_META = "{path} holds no trawl crawl (a SQLite database without trawl's meta table)"
+_HEADER = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+
+def check_header(path: Path) -> None:
+    """Refuse ``path`` unless it can be read and starts as a SQLite database does: an
+    empty or foreign file is never taken for a crawl, nor started over as a new one."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
+    if not header:
+        raise StoreError(
+            f"{path} is empty (0 bytes) and holds no crawl: remove it, or start over "
+            "with trawl crawl --fresh"
+        )
+    if header != _HEADER:
+        raise StoreError(f"{path} is not a SQLite database, so holds no trawl crawl")
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that reads the crawl database at ``path`` and writes nothing.
+
+    SQLite reads a database in WAL mode only where it may write the log's index
+    (``-shm``) or where that index exists already. In a directory this process may not
+    write to, a database whose log (``-wal``) is absent or empty is read as immutable
+    instead: it is all in the database file. A log there that holds pages but no index
+    describes cannot be read; the crawl must be opened once by a process that may write
+    there.
+    """
+    if not path.exists():
+        raise StoreError(f"no crawl found in {path.parent}")
+    check_header(path)
+    try:
+        return _connect_readonly(path, "mode=ro")
+    except sqlite3.OperationalError as exc:
+        log = Path(f"{path}-wal")
+        if log.exists() and log.stat().st_size:
+            raise StoreError(
+                f"cannot read {path}: {exc}; its log {path}-wal must first be merged by "
+                "opening the crawl where its directory can be written"
+            ) from exc
+    return _connect_readonly(path, "immutable=1")
+
+
+def _connect_readonly(path: Path, mode: str) -> sqlite3.Connection:
+    """A connection to ``path`` opened with the URI parameter ``mode``, tried by reading
+    the database's schema (which is where a database that cannot be read fails)."""
+    uri = f"{path.absolute().as_uri()}?{mode}"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _read_through(db: sqlite3.Connection) -> None:
+    """Read every page of every table and index of the database, in one read
+    transaction: a page SQLite cannot parse raises ``database disk image is malformed``
+    here, as it would for a crawl or an export that reads it later.
+
+    A table is counted through itself (``NOT INDEXED``), an index through a scan of it
+    alone (``INDEXED BY``, with the condition of a partial one, and a condition on its
+    first column that keeps SQLite from counting through a smaller index). 0.05 s for a
+    store of 1 M URLs (163 MB) in the page cache, where ``PRAGMA quick_check``, which
+    decodes every row as well, takes 0.50 s.
+    """
+    db.execute("BEGIN")
+    try:
+        schema = db.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master "
+            "WHERE type IN ('table', 'index') AND rootpage > 0"
+        ).fetchall()
+        for kind, name, table, sql in schema:
+            if kind == "table":
+                db.execute(f"SELECT COUNT(*) FROM {_quoted(name)} NOT INDEXED").fetchone()
+                continue
+            column = _quoted(db.execute(f"PRAGMA index_info({_quoted(name)})").fetchone()[2])
+            condition = f"({column} IS NULL OR {column} IS NOT NULL)"
+            partial = _PARTIAL.search(sql or "")
+            if partial:
+                condition += f" AND ({partial.group(1)})"
+            db.execute(
+                f"SELECT COUNT(*) FROM {_quoted(table)} INDEXED BY {_quoted(name)} "
+                f"WHERE {condition}"
+            ).fetchone()
+    finally:
+        db.execute("COMMIT")
+
+
+_PARTIAL = re.compile(r"\bWHERE\b(.*)$", re.DOTALL | re.IGNORECASE)
+"""The condition of a partial index, in the SQL that made it."""
+
+
+def _quoted(name: str) -> str:
+    """``name`` as an SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _schema_version(db: sqlite3.Connection) -> int | None:
