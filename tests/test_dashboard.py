@@ -77,7 +77,7 @@ def rendered(url: str) -> Rows:
 def served(tmp_path: Path) -> Iterator[tuple[str, SiteServer]]:
     """``trawl serve`` on a free loopback port, its crawls aimed at a slow local site."""
     if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is not installed: apt-get install chromium (see README)")
+        pytest.fail("Chromium is not installed: apt-get install chromium (see docs/DEVELOPMENT.md)")
     port = free_port()
     with SiteServer(slow_site) as site:
         process = subprocess.Popen(
