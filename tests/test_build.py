@@ -92,8 +92,8 @@ def _source_copy(tmp_path: Path) -> Path:
 
 def _build_wheel(tree: Path, **env: str) -> tuple[list[str], list[str]]:
     """Build a wheel of ``tree`` as pip's build step does, with ``env`` added to this
-    environment (less TRAWL_PURE); the wheel's file names and the build's lines saying
-    it is plain Python."""
+    environment (less TRAWL_PURE and PYTHONPATH); the wheel's file names and the build's
+    lines saying it is plain Python."""
     environ = {k: v for k, v in os.environ.items() if k not in {"TRAWL_PURE", "PYTHONPATH"}}
     hook = "import sys, setuptools.build_meta as b; b.build_wheel(sys.argv[1])"
     built = subprocess.run(
@@ -104,6 +104,7 @@ def _build_wheel(tree: Path, **env: str) -> tuple[list[str], list[str]]:
         text=True,
         timeout=300,
         check=False,
+        start_new_session=True,  # no terminal, where the notice would go too
     )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (tree / "dist").glob("trawl-*.whl")
