@@ -66,7 +66,8 @@ are not reported. The compiled modules themselves are checked with pyproject.tom
 strict settings, and `make lint` checks every module."""
 
 PURE = bool(os.environ.get("TRAWL_PURE"))
-"""Build the plain-Python package only (``TRAWL_PURE=1``, as `make setup` installs it)."""
+"""Build the plain-Python package only (``TRAWL_PURE=1``, as the Makefile's editable
+install does)."""
 
 BUILD_ERRORS = (CCompilerError, ExecError, PlatformError)
 """What a compiler that is missing or cannot build an extension raises."""
