@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint clean install-check
 
 # The editable install skips the mypyc build (TRAWL_PURE): the rule below runs it with
 # the venv's own mypy, once, and again whenever a source of trawl changes.
@@ -42,10 +42,17 @@ lint: setup
 	$(BIN)/ruff format --check setup.py src tests bench
 	$(BIN)/mypy
 
-test: lint
+# The tests, after the install check (pytest's summary stays the last line).
+test: lint install-check
 	.ci/postgres-up
 	.ci/chromium-up
 	$(BIN)/pytest -q
+
+# pip install as a user does it: a wheel built by the pip that comes with $(PYTHON), in
+# clean venvs outside this tree, and every feature run from that install (.ci/install-check).
+install-check:
+	.ci/postgres-up
+	PYTHON=$(PYTHON) .ci/install-check
 
 # Crawl benchmark (bench/): serves a generated site on loopback (nginx if installed) and
 # prints speed and correctness figures; exits non-zero only for wrong figures.
