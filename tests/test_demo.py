@@ -26,3 +26,15 @@ def test_the_demo_counts_its_site_exactly(tmp_path: Path) -> None:
     assert counted == truth
     assert requested == fetchable
     assert 1 <= probes <= 4
+
+
+def test_a_demo_site_too_small_to_generate_is_bad_usage(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trawl", "demo", "--hosts", "2", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("trawl: error: Invalid value for '--hosts'"), done.stderr
+    assert len(done.stderr.splitlines()) == 1

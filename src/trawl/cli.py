@@ -438,9 +438,19 @@ _DEMO_PARAMS = options.params(
 
 @cli.command(cls=TopicCommand, params=_DEMO_PARAMS)
 @click.option(
-    "--hosts", type=int, default=6, show_default=True, help="Host names in the demo site."
+    "--hosts",
+    type=click.IntRange(min=4),
+    default=6,
+    show_default=True,
+    help="Host names in the demo site (at least 4).",
 )
-@click.option("--pages", type=int, default=60, show_default=True, help="Pages per host.")
+@click.option(
+    "--pages",
+    type=click.IntRange(min=2),
+    default=60,
+    show_default=True,
+    help="Pages per host (at least 2).",
+)
 @click.pass_context
 def demo(ctx: click.Context, /, hosts: int, pages: int, **params: Any) -> None:
     """Serve a generated multi-host site on loopback and crawl it."""
