@@ -34,8 +34,9 @@ from trawl.config import (
     parse_networks,
     parse_resolve,
 )
-from trawl.errors import TrawlError, UsageError
+from trawl.errors import CrawlInterrupted, TrawlError, UsageError
 from trawl.exporter import export_rows
+from trawl.launch import interrupted
 from trawl.logs import FORMATS, LEVELS, configure_logging
 from trawl.priority import DEFAULT_HORIZON
 from trawl.recrawl import RecrawlPolicy
@@ -160,6 +161,9 @@ _CRAWL_OPTIONS = [
     click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
     click.option("--progress/--no-progress", default=None,
                  help="Live progress display (default: on when stderr is a terminal)."),
+    click.option("--stats-interval", type=float, default=60.0,
+                 help="Seconds between two stats lines on stderr when there is no live "
+                      "display; 0: none."),
 ]  # fmt: skip
 
 
@@ -325,7 +329,11 @@ def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
     configure_logging(
         str(values.get("log_format", "text")), str(values.get("log_level", "warning"))
     )
-    summary = run_crawl(config, _console(values.get("progress")))
+    summary = run_crawl(
+        config,
+        _console(values.get("progress")),
+        stats_interval=float(values.get("stats_interval", 60.0)),
+    )
     print_summary(summary, bool(values.get("as_json")))
     return summary
 
@@ -525,25 +533,23 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and map every error to one line and an exit code."""
+    """Entry point: run the CLI and map every error to one line and an exit code; an
+    interruption (Ctrl-C, SIGTERM, or a crawl cancelled by a second one) exits 130 and
+    says how to resume."""
     try:
         try:
             cli.main(args=argv, prog_name="trawl", standalone_mode=False)
         except BaseExceptionGroup as group:
             # A task of the crawl failed: report the first failure itself.
             raise _first_leaf(group) from group
-    except click.exceptions.Abort:
-        click.echo("trawl: interrupted", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, CrawlInterrupted, KeyboardInterrupt):
+        interrupted()
     except click.ClickException as exc:
         click.echo(f"trawl: error: {exc.format_message()}", err=True)
         sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
     except TrawlError as exc:
         click.echo(f"trawl: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("trawl: interrupted", err=True)
-        sys.exit(130)
     except Exception as exc:
         if os.environ.get("TRAWL_DEBUG"):
             raise
