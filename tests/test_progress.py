@@ -6,11 +6,17 @@ waiting URL once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import itertools
 import json
+import os
+import pty
 import re
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -34,6 +40,7 @@ LARGE = Progress(
     fetched=12_345_678, queued=98_765_432, discovered=123_456_789, errors=1_234_567,
     inflight=1024, hosts_active=10_000, pages_per_second=2345.6, elapsed=3.5 * 86400,
 )  # fmt: skip
+ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STATS_LINE = re.compile(
     r"trawl: \d\d:\d\d:\d\d fetched (?P<fetched>[\d,]+) \((?P<rate>[\d,.]+) pages/s\), "
     r"queued (?P<queued>[\d,]+), unique (?P<unique>[\d,]+), errors (?P<errors>[\d,]+), "
@@ -87,6 +94,39 @@ def crawl_command(server: SiteServer, data_dir: Path, *extra: str, delay: float)
         "--data-dir", str(data_dir), "--config", str(config), "--no-progress", "--json",
         *extra,
     ]  # fmt: skip
+
+
+def terminal_output(command: list[str], columns: int) -> str:
+    """What ``command`` writes to its stderr, a terminal ``columns`` wide, ANSI codes
+    left out."""
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TERM")}
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=child,
+        env={**env, "TERM": "xterm"},
+    )  # fmt: skip
+    os.close(child)
+    chunks = []
+    with contextlib.suppress(OSError):  # EIO once the crawl closed the terminal
+        while chunk := os.read(main, 65536):
+            chunks.append(chunk)
+    os.close(main)
+    process.communicate(timeout=60)
+    assert process.returncode == 0
+    return ANSI_CODE.sub("", b"".join(chunks).decode())
+
+
+def test_on_a_terminal_80_columns_wide_the_live_line_never_wraps(tmp_path: Path) -> None:
+    with SiteServer(slow_site) as server:
+        output = terminal_output(
+            crawl_command(server, tmp_path, "--progress", delay=0.05), columns=80
+        )
+    lines = [line for line in re.split(r"[\r\n]", output) if line.strip()]
+    shown = [line for line in lines if "fetched" in line]
+    assert len(shown) >= 3, output
+    assert all(cell_len(line) <= 80 for line in lines), output
+    assert all("queued" in line and "unique" in line for line in shown), output
 
 
 def number(text: str) -> int:

@@ -173,7 +173,8 @@ class _Signals:
         finally:
             for sig, handler in before.items():
                 loop.remove_signal_handler(sig)
-                signal.signal(sig, handler)
+                if handler is not None:
+                    signal.signal(sig, handler)
 
 
 async def _show(crawler: Crawler, console: Console | None, stats_interval: float) -> None:
