@@ -76,16 +76,17 @@ def interrupted_run(command: list[str], interrupt: Interrupt) -> tuple[int, str,
 
 
 def python_start() -> float:
-    """Seconds a Python process takes here to start and load trawl's package (the most
-    of a few tries): before trawl's first line runs, a Ctrl-C meets Python's own
-    start-up, which no program can handle (Python prints a traceback, or dies of the
-    signal, which a shell reports as 130)."""
+    """Seconds after which a Python process here surely runs trawl's code: three times
+    the longest of a few starts that load trawl's package, at least 0.05 s. Before
+    trawl's first line runs, a Ctrl-C meets Python's own start-up, which no program can
+    handle (Python prints a traceback, or dies of the signal, which a shell reports as
+    130)."""
     tries = []
     for _ in range(3):
         started = time.monotonic()
         subprocess.run([sys.executable, "-c", "import trawl"], check=True)
         tries.append(time.monotonic() - started)
-    return max(tries)
+    return max(0.05, 3 * max(tries))
 
 
 LOADING = (0.0, 0.05, 0.1, 0.2)
