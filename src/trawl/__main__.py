@@ -1,5 +1,5 @@
 """``python -m trawl`` runs the command line."""
 
-from trawl.cli import main
+from trawl.launch import main
 
 main()

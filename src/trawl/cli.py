@@ -37,9 +37,10 @@ from trawl.config import (
     parse_resolve,
 )
 from trawl.config_file import load_config_file
-from trawl.errors import TrawlError, UsageError
+from trawl.errors import CrawlInterrupted, TrawlError, UsageError
 from trawl.exporter import export_rows
 from trawl.help_pages import TopicCommand, TopicGroup
+from trawl.launch import interrupted
 from trawl.logs import configure_logging
 from trawl.outcome import NOTHING_FETCHED, nothing_fetched, report_lines, seed_failures
 from trawl.recrawl import RecrawlPolicy
@@ -458,7 +459,9 @@ def demo(ctx: click.Context, /, hosts: int, pages: int, **params: Any) -> None:
 
     values = merged_values(ctx, params)
     values["fresh"] = True
-    run_demo(hosts, pages, values, lambda seeds, v: crawl_and_report(build_config(seeds, v), v))
+    exit_for(
+        run_demo(hosts, pages, values, lambda seeds, v: crawl_and_report(build_config(seeds, v), v))
+    )
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -468,25 +471,23 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and map every error to one line and an exit code."""
+    """Entry point: run the CLI and map every error to one line and an exit code; an
+    interruption (Ctrl-C, SIGTERM, or a crawl cancelled by a second one) exits 130 and
+    says how to resume."""
     try:
         try:
             cli.main(args=argv, prog_name="trawl", standalone_mode=False)
         except BaseExceptionGroup as group:
             # A task of the crawl failed: report the first failure itself.
             raise _first_leaf(group) from group
-    except click.exceptions.Abort:
-        click.echo("trawl: interrupted", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, CrawlInterrupted, KeyboardInterrupt):
+        interrupted()
     except click.ClickException as exc:
         click.echo(f"trawl: error: {exc.format_message()}", err=True)
         sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
     except TrawlError as exc:
         click.echo(f"trawl: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("trawl: interrupted", err=True)
-        sys.exit(130)
     except Exception as exc:
         if os.environ.get("TRAWL_DEBUG"):
             raise

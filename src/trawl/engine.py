@@ -22,7 +22,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +93,9 @@ connection, no answer in time, a failed TLS handshake): after the last attempt i
 fail with that error class, counted as failed, instead of being held back as if
 robots.txt disallowed them (a 5xx or a broken answer still does, as RFC 9309 says)."""
 
+RUN_STARTED_KEY = "run_started_at"
+"""Meta key: when the current (or last) run started, as Unix time."""
+
 log = logging.getLogger("trawl.engine")
 
 
@@ -109,16 +112,40 @@ def seeds_of(config: CrawlConfig) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Live figures for the progress display (cheap to read at any time)."""
+    """Live figures for the progress display and the periodic stats line: the counts
+    as the store has them (what ``trawl status`` shows), what this process has in
+    flight, and this run's rate and time."""
 
     fetched: int
     queued: int
+    """URLs waiting to be fetched: queued in the store or handed out to a worker
+    (buffered in its memory or in flight), each once."""
     discovered: int
     errors: int
     inflight: int
     hosts_active: int
     pages_per_second: float
     elapsed: float
+
+
+FIGURE_READS = 5
+"""Tries at reading the store's counters and its work left with no commit between."""
+
+
+async def store_figures(store: Store) -> tuple[dict[str, int], bool]:
+    """The store's counters with ``queued`` set to the URLs waiting to be fetched (queued
+    or handed out, :meth:`Store.work_left`), and whether the two agree: the counters are
+    read before and after the work left, until no commit came between (any commit that
+    changes the work left changes a counter too), at most `FIGURE_READS` times."""
+    after: Mapping[str, int] = {}
+    waiting = 0
+    for _ in range(FIGURE_READS):
+        before = await store.counters()
+        waiting = await store.work_left()
+        after = await store.counters()
+        if before == after:
+            return {**after, "queued": waiting}, True
+    return {**after, "queued": waiting}, False
 
 
 class Crawler:
@@ -186,6 +213,8 @@ class Crawler:
         self._stop = asyncio.Event()
         self._started = clock()
         self._fetched_at_start = 0
+        self._figures: dict[str, int] | None = None
+        """The store's figures at the last consistent read (:meth:`progress`)."""
         self._dispatched = 0
         self._state = "running"
 
@@ -196,18 +225,23 @@ class Crawler:
         self._stop.set()
         self._wake.set()
 
-    def progress(self) -> Progress:
-        """Figures for the live display."""
+    async def progress(self) -> Progress:
+        """Figures for the live display and the stats line, read from the store now
+        (when a commit always came between its reads, the last consistent ones)."""
+        figures, consistent = await store_figures(self._store)
+        if consistent or self._figures is None:
+            self._figures = figures
+        figures = self._figures
         elapsed = max(self._clock() - self._started, 1e-9)
-        fetched = self._counts.get("fetched", 0)
+        fetched = figures.get("fetched", 0)
         return Progress(
             fetched=fetched,
-            queued=self._frontier.store_queued + self._scheduler.buffered,
-            discovered=self._counts.get("discovered", 0),
-            errors=self._counts.get("failed", 0),
+            queued=figures["queued"],
+            discovered=figures.get("discovered", 0),
+            errors=figures.get("failed", 0),
             inflight=self._scheduler.inflight,
             hosts_active=sum(1 for s in self._scheduler.slots() if s.inflight or s.queue),
-            pages_per_second=(fetched - self._fetched_at_start) / elapsed,
+            pages_per_second=max(0, fetched - self._fetched_at_start) / elapsed,
             elapsed=elapsed,
         )
 
@@ -219,6 +253,8 @@ class Crawler:
         self._fetched_at_start = self._counts.get("fetched", 0)
         self._started = self._clock()
         await self._store.set_meta("state", "running")
+        # Read by ``trawl status`` while this run goes on (trawl.runner.read_summary).
+        await self._store.set_meta(RUN_STARTED_KEY, f"{time.time():.3f}")
         if not self._config.join:
             await self._store.set_meta(POLICY_KEY, policy_json(self._config))
         if await self._store.get_meta("created_at") is None:
@@ -389,7 +425,9 @@ class Crawler:
             finally:
                 slot.unsettled -= 1
 
-        group.create_task(settle())
+        # A task cancelled before it starts (the crawl failed or was cancelled) never
+        # runs the job: close it, so that it is not reported as never awaited.
+        group.create_task(settle()).add_done_callback(lambda _: job.close())
 
     async def _release(self, release: Release) -> None:
         """Write a host's release after every result of it handed in so far."""

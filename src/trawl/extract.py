@@ -7,9 +7,12 @@ one pure function of the page, so it can run in a worker process on another core
 answering on its standard output (length-prefixed pickles, answers in order; a page's
 body follows its job as a raw length-prefixed frame, so it is never copied into a
 pickle; an answer crosses as plain tuples, which pickle and load several times faster
-than the dataclass and named tuples they stand for). Workers ignore SIGINT (the crawl
-process decides how to stop) and exit at end of input, which comes when the crawl closes
-the pipe or dies, even by kill -9: nothing is left behind.
+than the dataclass and named tuples they stand for). Workers run in a session of their
+own and ignore SIGINT and SIGTERM (the crawl process decides how to stop: a Ctrl-C at the
+terminal reaches it alone), and exit at end of input, which comes when the crawl closes
+the pipe or dies, even by kill -9: nothing is left behind. A worker's standard error is
+read by the crawl, which keeps its last lines: a worker that cannot start or dies fails
+the crawl with one line saying why (:class:`WorkerStopped`).
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Self
+from typing import Any, BinaryIO
 
 from trawl.config import ScopeConfig
+from trawl.errors import TrawlError
 from trawl.gc_tuning import young_gc_threshold
 from trawl.links import DEFAULT_MAX_DEPTH, LinkFilter
 from trawl.parser import content_charset, parse_html, robots_header
@@ -237,38 +241,98 @@ def worker_main() -> None:
             )
 
 
+WORKER_CODE = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "from trawl.extract import worker_main; worker_main()"
+)
+"""What a worker process runs: it ignores the stop signals before loading any code."""
+STDERR_BYTES = 1 << 16
+"""The end of a worker's standard error kept to tell why it stopped: a traceback through
+every import of the text extractor fits many times over."""
+REASON_LINES = 5
+"""At most this many lines of an exception's message make the one-line reason."""
+
+
+class WorkerStopped(TrawlError):
+    """An extract worker could not start or died; the message says why in one line."""
+
+
+def stop_reason(returncode: int | None, stderr: str) -> str:
+    """Why a worker stopped, in one line: the signal that killed it, else the exception its
+    standard error ends with (a traceback's last, unindented lines), else its exit status."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = f" ({signal.Signals(-returncode).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {-returncode}{name}"
+    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
+    message: list[str] = []
+    while lines and not lines[-1][0].isspace() and len(message) < REASON_LINES:
+        message.insert(0, lines.pop())
+    if message:
+        return " ".join(message)
+    return f"exited with status {returncode}"
+
+
 class _Worker:
-    """One worker process and the answers it still owes, in order."""
+    """One worker process, the answers it still owes in order, and the end of its
+    standard error."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
         self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.stopped: str | None = None
+        """Why the worker stopped, once it has (then it answers nothing more)."""
+        self._stderr = b""
+        self._errors = asyncio.create_task(self._read_errors())
         self.reader = asyncio.create_task(self._read_answers())
+
+    async def _read_errors(self) -> None:
+        stderr = self.process.stderr
+        assert stderr is not None
+        while chunk := await stderr.read(STDERR_BYTES):
+            self._stderr = (self._stderr + chunk)[-STDERR_BYTES:]
 
     async def _read_answers(self) -> None:
         stdout = self.process.stdout
         assert stdout is not None
-        try:
+        with contextlib.suppress(asyncio.IncompleteReadError):
             while True:
                 head = await stdout.readexactly(_FRAME.size)
                 (size,) = _FRAME.unpack(head)
                 answer = pickle.loads(await stdout.readexactly(size))
-                self.waiting.popleft().set_result(answer)
-        except asyncio.IncompleteReadError:
-            error = RuntimeError("a link-extraction worker stopped")
-            while self.waiting:
-                self.waiting.popleft().set_exception(error)
+                waiter = self.waiting.popleft()
+                # A waiter whose extraction was cancelled (the crawl was) is done already.
+                if not waiter.done():
+                    waiter.set_result(answer)
+        await self._errors
+        returncode = await self.process.wait()
+        self.stopped = stop_reason(returncode, self._stderr.decode(errors="replace"))
+        while self.waiting:
+            waiter = self.waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(self.failure())
+
+    def failure(self) -> WorkerStopped:
+        """The error of a page this stopped worker cannot extract."""
+        return WorkerStopped(f"a link-extraction worker stopped: {self.stopped}")
 
     async def send(self, payload: object, body: bytes | None = None) -> None:
-        """Send one frame, then ``body`` as a raw frame if given."""
+        """Send one frame, then ``body`` as a raw frame if given. A worker that has gone
+        away is not an error here: its reader fails what it owes with the reason."""
         stdin = self.process.stdin
         assert stdin is not None
+        if stdin.is_closing():
+            return
         if body is None:
             stdin.write(_frame(payload))
         else:
             # One write, one system call: uvloop sends each write at once.
             stdin.writelines((_frame(payload), _FRAME.pack(len(body)), body))
-        await stdin.drain()
+        with contextlib.suppress(ConnectionError):
+            await stdin.drain()
 
 
 CHANNEL_BYTES = 1 << 20
@@ -304,23 +368,26 @@ class ExtractPool(AsyncResource):
         self._count = workers
         self._workers: list[_Worker] = []
 
-    async def __aenter__(self) -> Self:
+    async def _acquire(self) -> None:
         """Start the workers without waiting for them to load their code: they load it
         while the crawl opens its store and asks for robots.txt, and the first pages
         wait in their channels meanwhile (a worker that cannot start fails the first
         extraction sent to it)."""
         for _ in range(self._count):
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", "from trawl.extract import worker_main; worker_main()",
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", WORKER_CODE,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                )  # fmt: skip
+            except OSError as exc:
+                raise WorkerStopped(f"cannot start a link-extraction worker: {exc}") from exc
             widen_channel(process.stdin)
             worker = _Worker(process)
             self._workers.append(worker)
             await worker.send(self._settings)
-        return self
 
     async def close(self) -> None:
         """Stop the workers (they exit at end of input); safe to call more than once."""
@@ -346,6 +413,8 @@ class ExtractPool(AsyncResource):
         if not self._workers:
             raise RuntimeError("ExtractPool used outside its context")
         worker = min(self._workers, key=lambda w: len(w.waiting))
+        if worker.stopped is not None:
+            raise worker.failure()
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         worker.waiting.append(answer)
         await worker.send((url, depth, content_type, tuple(robots_tags)), body)

@@ -1,10 +1,12 @@
 """Assembles a crawl from its configuration and runs it with signals and progress.
 
 ``build_engine`` is the one place where the stages get their dependencies. ``run_crawl``
-adds what a command-line run needs around it: an exclusive lock on the data dir, the
-live display, and graceful SIGINT/SIGTERM handling (first signal: stop taking new work,
-let in-flight fetches finish and commit; second signal: cancel now; claimed URLs are
-returned to the queue on the next start either way).
+adds what a command-line run needs around it: an exclusive lock on the data dir, its
+progress (the live line on a terminal, else a stats line every ``stats_interval``
+seconds: trawl.progress), and graceful SIGINT/SIGTERM handling from the moment it
+starts (first signal: stop taking new work, let in-flight fetches finish and commit;
+second signal: cancel now; claimed URLs are returned to the queue on the next start
+either way). An interrupted run says on stderr that the same command resumes it.
 
 A run checks what it can before it makes the data dir (the seeds, the lease length), so
 that a refused command leaves nothing behind. ``--fresh`` starts every output over: the
@@ -23,6 +25,8 @@ import logging
 import os
 import shutil
 import signal
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -31,15 +35,16 @@ from rich.console import Console
 
 from trawl.config import CrawlConfig
 from trawl.content import ContentStage
-from trawl.engine import Crawler, seeds_of
+from trawl.engine import RUN_STARTED_KEY, Crawler, seeds_of, store_figures
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.events import EventWriter
 from trawl.extract import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetcher import Fetcher, FetchError
 from trawl.gc_tuning import young_gc_threshold
+from trawl.launch import INTERRUPTED
 from trawl.netguard import AddressPolicy
 from trawl.policy import NETWORKS_KEY, POLICY_KEY, networks_json, other_crawl, with_policy
-from trawl.progress import show_progress
+from trawl.progress import log_stats, show_progress
 from trawl.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.robots import agent_token
 from trawl.store.base import Store
@@ -223,47 +228,90 @@ async def _joined(config: CrawlConfig) -> CrawlConfig:
     return with_policy(config, stored)
 
 
-async def _run(config: CrawlConfig, console: Console | None) -> Summary:
+class _Signals:
+    """SIGINT and SIGTERM while a crawl runs: the first stops the crawler gracefully
+    (or, before there is one, cancels the run), the next ones cancel the run."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, task: asyncio.Task[Summary]) -> None:
+        self.crawler: Crawler | None = None
+        self._task = task
+        self._count = 0
+
+    def _on_signal(self) -> None:
+        self._count += 1
+        if self._count == 1 and self.crawler is not None:
+            self.crawler.stop()
+        else:
+            self._task.cancel()
+
+    @contextlib.contextmanager
+    def handled(self, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        """Handle the signals in ``loop`` meanwhile; then put back the handlers before."""
+        before = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+        for sig in self.SIGNALS:
+            loop.add_signal_handler(sig, self._on_signal)
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                loop.remove_signal_handler(sig)
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+
+async def _show(crawler: Crawler, console: Console | None, stats_interval: float) -> None:
+    """The crawl's progress: live on a terminal, else a stats line now and then."""
+    if console is not None and console.is_terminal:
+        await show_progress(crawler.progress, console)
+    elif stats_interval > 0:
+        await log_stats(crawler.progress, stats_interval)
+
+
+async def _crawl(
+    config: CrawlConfig, console: Console | None, stats_interval: float, signals: _Signals
+) -> Summary:
     if config.fresh:
         await _start_over(config)
     if config.join:
         config = await _joined(config)
     config.check_leases()
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
     async with build_engine(config, resuming=not config.join) as crawler:
-        signals = 0
-
-        def on_signal() -> None:
-            nonlocal signals
-            signals += 1
-            if signals == 1:
-                crawler.stop()
-            elif task is not None:
-                task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-        display = asyncio.create_task(show_progress(crawler.progress, console)) if console else None
+        signals.crawler = crawler
+        display = asyncio.create_task(_show(crawler, console, stats_interval))
         try:
             return await crawler.run()
+        finally:
+            display.cancel()
+            # Waited for without raising, so that a cancellation of this run is kept.
+            await asyncio.wait([display])
+            error = None if display.cancelled() else display.exception()
+            if error is not None:
+                raise error
+
+
+async def _run(config: CrawlConfig, console: Console | None, stats_interval: float) -> Summary:
+    task = asyncio.current_task()
+    assert task is not None
+    signals = _Signals(task)
+    with signals.handled(asyncio.get_running_loop()):
+        try:
+            summary = await _crawl(config, console, stats_interval, signals)
         except asyncio.CancelledError as exc:
             raise CrawlInterrupted("crawl cancelled; run the same command to resume") from exc
-        finally:
-            if display is not None:
-                display.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await display
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+    if summary.state == "interrupted":
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+    return summary
 
 
 def run_crawl(
-    config: CrawlConfig, console: Console | None = None, stats_interval: float = 60.0
+    config: CrawlConfig, console: Console | None = None, *, stats_interval: float = 60.0
 ) -> Summary:
     """Run (or resume) the crawl in ``config.data_dir``; block until it ends.
 
-    ``stats_interval`` is the seconds between stats lines without a live display.
+    Its progress shows live on ``console`` if that is a terminal; otherwise a stats
+    line is logged every ``stats_interval`` seconds (0: never).
     """
     if not config.join:
         seeds_of(config)
@@ -273,7 +321,7 @@ def run_crawl(
         young_gc_threshold(),
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
     ):
-        return runner.run(_run(config, console))
+        return runner.run(_run(config, console, stats_interval))
 
 
 def crawl_running(data_dir: Path) -> bool:
@@ -293,18 +341,24 @@ def crawl_running(data_dir: Path) -> bool:
 async def read_summary(location: StoreLocation) -> Summary:
     """The summary of the crawl at ``location`` (works while another process crawls).
 
-    ``elapsed`` is the crawl time summed over all runs; a crawl whose last run died
-    without recording its end (kill -9, power loss) shows as stopped and resumable. The
-    store is read through first: figures from a store that a crawl or an export would
-    reject as damaged are never shown.
+    ``elapsed`` is the crawl time summed over all runs, the current one included while
+    it runs; ``queued`` counts the URLs waiting to be fetched, those a running crawl holds
+    in memory or in flight included. A crawl whose last run died without recording its
+    end (kill -9, power loss) shows as stopped and resumable. The store is read through
+    first: figures from a store that a crawl or an export would reject as damaged are
+    never shown.
     """
     async with location.open(readonly=True, checked=True) as store:
-        counters = await store.counters()
+        figures, _ = await store_figures(store)
         state = await store.get_meta("state") or "new"
         elapsed = float(await store.get_meta("elapsed") or 0.0)
-    if state == "running" and not await _still_running(location):
-        state = "stopped (resumable)"
-    return Summary.from_counters(counters, state=state, elapsed=elapsed)
+        started = await store.get_meta(RUN_STARTED_KEY)
+    if state == "running":
+        if not await _still_running(location):
+            state = "stopped (resumable)"
+        elif started is not None:
+            elapsed += max(0.0, time.time() - float(started))
+    return Summary.from_counters(figures, state=state, elapsed=elapsed)
 
 
 async def _still_running(location: StoreLocation) -> bool:
