@@ -393,6 +393,11 @@ def test_max_pages_budget_is_honoured(tmp_path: Path) -> None:
         assert summary["state"] == "page budget reached"
         assert summary["fetched"] <= 7
         assert page_gets(server) <= 7
+        queued = f"{summary['queued']:,}"
+        assert run.err.splitlines() == [
+            f"trawl: page budget reached with {queued} URLs queued; --max-pages counts every "
+            "run's pages, so run the same command with a larger --max-pages to go on"
+        ]
 
 
 def test_config_file_keys_take_effect(tmp_path: Path) -> None:

@@ -68,6 +68,14 @@ _BLOCKS = tuple(
 """The ranges ``--allow-network`` is suggested with, when a refused address is in one."""
 
 
+_BUDGET_HINTS = {
+    "page budget reached": "--max-pages counts every run's pages, so run the same command "
+    "with a larger --max-pages to go on",
+    "time budget reached": "run the same command to go on",
+}
+"""What to do when a budget ended a run that left URLs waiting."""
+
+
 @dataclass(frozen=True, slots=True)
 class SeedFailure:
     """A seed that was not fetched, and why."""
@@ -93,6 +101,9 @@ def report_lines(failures: Sequence[SeedFailure], summary: Summary) -> list[str]
         lines.append(f"trawl: {len(failures) - MAX_LINES} more seeds not fetched")
     if not lines and nothing_fetched(summary):
         lines.append(f"trawl: no page fetched ({summary.state})")
+    hint = _BUDGET_HINTS.get(summary.state)
+    if hint is not None and summary.queued:
+        lines.append(f"trawl: {summary.state} with {summary.queued:,} URLs queued; {hint}")
     return lines
 
 
