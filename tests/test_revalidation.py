@@ -5,7 +5,9 @@ crawl``, ``trawl recrawl --all``, ``trawl export``) on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from pg import crawl_name
 from test_cli import trawl
 from test_store import sqlite_query
 from trawl.store.location import StoreLocation
+from trawl.store.sqlite import DB_NAME
 from trawl.testsite import Response, Site, SiteServer
 
 __all__ = ["crawl_name"]
@@ -134,6 +137,7 @@ def test_a_304_keeps_the_last_answer_and_records_the_revalidation(
 
         again = run_json("recrawl", "--all", *local)
         assert again["freshness"]["not_modified"] == 3
+        assert run_json("status", *where, "--json")["freshness"]["not_modified"] == 3
         after = exported(*where)
         assert stored(engine, place, aliases) == canonicals
         for path in PAGES:
@@ -165,3 +169,24 @@ def test_a_304_keeps_the_last_answer_and_records_the_revalidation(
         assert latest[path]["status"] == 200
         assert latest[path]["fetched_at"] == latest[path]["revalidated_at"]
         assert latest[path]["fetched_at"] >= after[path]["revalidated_at"]
+
+
+def test_a_row_an_older_trawl_left_at_304_is_fetched_in_full_and_mended(
+    tmp_path: Path,
+) -> None:
+    where = ["--data-dir", str(tmp_path)]
+    with SiteServer(revalidated_site) as server:
+        local = [*where, *server.resolve_args(), "--no-progress", "--json"]
+        run_json("crawl", *server.site.seeds, "--delay", "0", "--no-soft-404", *local)
+        with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db, db:
+            db.execute(
+                "UPDATE urls SET status = 304, content_type = NULL, length = NULL "
+                "WHERE url LIKE '%/doc.pdf'"
+            )
+        before = len(server.requests)
+        run_json("recrawl", "--all", *local)
+        asked = [r for r in server.requests[before:] if r.path == "/doc.pdf"]
+    # Its validators would confirm an answer the row no longer holds: no If-None-Match.
+    assert [(r.status, r.headers.get("If-None-Match")) for r in asked] == [(200, None)]
+    pdf = exported(*where)["doc.pdf"]
+    assert (pdf["status"], pdf["content_type"], pdf["length"]) == (200, PDF, 3009)
