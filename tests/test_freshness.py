@@ -102,7 +102,10 @@ async def test_a_recrawl_sends_validators_counts_304s_and_reports_only_changes(
     assert (again.summary.discovered, again.summary.fetched) == (5, 5)
     # Only the changed page went to the text output again.
     assert len(read_text_output(again.data_dir)) == texts + 1
-    assert again.rows[server.site.url(HOST, "/static")].status == 304
+    # A 304 confirms the stored answer, which stands.
+    static = server.site.url(HOST, "/static")
+    assert again.rows[static] == first.rows[static]
+    assert again.rows[static].status == 200
     # Only the changed page produced a second event, marked changed.
     second_events = events_of(events)[5:]
     assert [e["url"] for e in second_events] == [server.site.url(HOST, "/often")]

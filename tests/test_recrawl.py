@@ -17,7 +17,15 @@ from trawl.errors import UsageError
 from trawl.inlinks import Counts, InlinkCounter, _Counts, _counts_maker
 from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, MAX_LEVEL, priority, rank
 from trawl.recrawl import RecrawlPolicy, revisit
-from trawl.store.base import CommitBatch, Kind, Listed, Outcome, QueuedURL, State
+from trawl.store.base import (
+    CommitBatch,
+    Kind,
+    Listed,
+    Outcome,
+    QueuedURL,
+    Revalidation,
+    State,
+)
 
 __all__ = ["open_store", "pg_schema", "store"]
 
@@ -219,15 +227,99 @@ async def test_due_pages_are_queued_again_with_their_validators(
         CommitBatch(
             outcomes=[
                 Outcome(u.id, u.host_id, State.DONE, 1, status=304, fetched_at=200.0,
-                        revisit_interval=150.0, due_at=400.0)
+                        revisit_interval=150.0, due_at=400.0,
+                        revalidation=Revalidation.NOT_MODIFIED)
                 for u in again
             ]
         )
     )  # fmt: skip
-    stored = open_store.query("SELECT etag, change_hash, due_at FROM urls ORDER BY due_at")
+    stored = open_store.query("SELECT etag, change_hash, due_at, status FROM urls ORDER BY due_at")
     assert [row[2] for row in stored] == [400.0, 400.0, 500.0]
-    assert all(row[0] and row[1] is not None for row in stored)
+    assert all(row[0] and row[1] is not None and row[3] == 200 for row in stored)
     assert (await store.counters())["recrawls_queued"] == 2
+
+
+async def test_a_304_keeps_the_stored_answer_and_records_the_revalidation(
+    store: Engine, open_store: OpenStore
+) -> None:
+    page, target = url("a.test", 1), url("a.test", 2)
+    await insert(store, page, target)
+    host = await host_of(store, "a.test")
+    await claim_all(store, host, 0.0)
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                Outcome(
+                    page.id, host, State.DONE, 1, status=200, content_type="application/pdf",
+                    length=3009, fetched_at=100.0, canonical=target.url, etag='"a"',
+                    last_modified="Mon, 01 Jan 2024 00:00:00 GMT", revisit_interval=100.0,
+                    due_at=200.0, change_hash=7,
+                ),
+                Outcome(target.id, host, State.DONE, 1, status=200, fetched_at=100.0),
+            ]
+        )
+    )  # fmt: skip
+    columns = (
+        "SELECT status, content_type, length, fetched_at, canonical, alias_of, etag, "
+        "last_modified, change_hash, revisit_interval, due_at, revalidated_at, revalidation "
+        f"FROM urls WHERE url = '{page.url}'"
+    )
+    full = open_store.query(columns)[0]
+    assert full[:6] == (200, "application/pdf", 3009, 100.0, target.url, target.id)
+    assert full[11:] == (None, None)
+    assert await store.requeue_due(now=200.0, limit=10) == 1
+    [again] = await claim_all(store, host, 200.0)
+    assert again.conditional
+    # The 304 sends a new ETag; everything else of the stored answer stands.
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                Outcome(
+                    page.id, host, State.DONE, 1, status=304, fetched_at=250.0, elapsed=0.1,
+                    etag='"b"', revisit_interval=150.0, due_at=400.0,
+                    revalidation=Revalidation.NOT_MODIFIED,
+                )
+            ]
+        )
+    )  # fmt: skip
+    assert open_store.query(columns)[0] == (
+        *full[:6], '"b"', *full[7:9], 150.0, 400.0, 250.0, "not_modified",
+    )  # fmt: skip
+    exported = {row.url: row async for row in store.export()}[page.url]
+    assert (exported.status, exported.content_type, exported.length) == (
+        200,
+        "application/pdf",
+        3009,
+    )
+    assert (exported.fetched_at, exported.state) == (100.0, State.DONE)
+    assert (exported.revalidated_at, exported.revalidation) == (250.0, "not_modified")
+    assert (await store.counters())["queued"] == 0
+    # A lastmod older than the revalidation is no change; a newer one makes it due.
+    await store.commit(CommitBatch(lastmods=[(page.id, 220.0)], at=300.0))
+    assert await store.next_due() == 400.0
+    await store.commit(CommitBatch(lastmods=[(page.id, 260.0)], at=300.0))
+    assert await store.next_due() == 300.0
+    # The next fetch is conditional again, with the new ETag; a changed 200 replaces all.
+    assert await store.requeue_due(now=300.0, limit=10) == 1
+    [third] = await claim_all(store, host, 300.0)
+    assert (third.status, third.etag, third.fetched_at, third.conditional) == (
+        200, '"b"', 100.0, True,
+    )  # fmt: skip
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                Outcome(
+                    page.id, host, State.DONE, 1, status=200, content_type="text/html",
+                    length=99, fetched_at=300.0, etag='"c"', revisit_interval=75.0,
+                    due_at=375.0, change_hash=8, revalidation=Revalidation.CHANGED,
+                )
+            ]
+        )
+    )  # fmt: skip
+    assert open_store.query(columns)[0] == (
+        200, "text/html", 99, 300.0, None, None, '"c"', full[7], 8, 75.0, 375.0, 300.0,
+        "changed",
+    )  # fmt: skip
 
 
 async def test_requeue_keeps_the_host_counts_exact(open_store: OpenStore) -> None:

@@ -57,6 +57,7 @@ from trawl.store.base import (
     Outcome,
     QueuedURL,
     Release,
+    Revalidation,
     State,
     Store,
 )
@@ -677,7 +678,7 @@ class Crawler:
         await self._committer.submit(batch)
 
     async def _page_job(self, slot: HostSlot, url: QueuedURL, fence: Fence) -> None:
-        validators = Validators(url.etag, url.last_modified) if url.refetch else None
+        validators = Validators(url.etag, url.last_modified) if url.conditional else None
         if url.kind == Kind.SITEMAP:
             result = await self._fetcher.fetch(
                 url.url, max_body=SITEMAP_MAX_BYTES, validators=validators
@@ -768,7 +769,8 @@ class Crawler:
         content_hash: str | None = None
         change: int | None = None
         simhash: int | None = None
-        if status == NOT_MODIFIED:
+        not_modified = status == NOT_MODIFIED and url.conditional
+        if not_modified:
             batch.count("not_modified")
         elif 300 <= status < 400 and result.location:
             redirect_to = self._redirect(url, result.location, batch)
@@ -802,13 +804,18 @@ class Crawler:
         if result.truncated:
             batch.count("truncated")
         fresh = revisit(self._config.freshness.recrawl, url, wall, status, change)
+        revalidation: Revalidation | None = None
         if url.refetch:
             batch.count("recrawl_changed" if fresh.changed else "recrawl_unchanged")
-        if status == NOT_MODIFIED:
-            # Nothing was sent but the answer: the stored page and its validators stand.
+            revalidation = Revalidation.CHANGED if fresh.changed else Revalidation.UNCHANGED
+        if not_modified:
+            # The stored answer stands; the 304 records the revalidation, and any
+            # validators it sent replace the stored ones (RFC 9111 section 4.3.4).
             return Outcome(
                 url.id, url.host_id, State.DONE, attempts, status=status, fetched_at=wall,
-                elapsed=result.elapsed, revisit_interval=fresh.interval, due_at=fresh.due_at,
+                elapsed=result.elapsed, etag=result.etag, last_modified=result.last_modified,
+                revisit_interval=fresh.interval, due_at=fresh.due_at,
+                revalidation=Revalidation.NOT_MODIFIED,
             )  # fmt: skip
         return Outcome(
             url.id, url.host_id, State.DONE, attempts, status=status,
@@ -817,6 +824,7 @@ class Crawler:
             content_hash=content_hash, simhash=simhash, storage=result.archived,
             elapsed=result.elapsed, etag=result.etag, last_modified=result.last_modified,
             revisit_interval=fresh.interval, due_at=fresh.due_at, change_hash=change,
+            revalidation=revalidation,
         )  # fmt: skip
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:

@@ -12,6 +12,7 @@ from trawl.store.location import StoreLocation
 
 COLUMNS = (
     "url", "status", "content_type", "length", "fetched_at", "depth", "redirect_to", "error",
+    "revalidated_at", "revalidation",
 )  # fmt: skip
 
 
@@ -33,6 +34,12 @@ def _record(row: ExportRow) -> dict[str, object]:
         "depth": row.depth,
         "redirect_to": row.redirect_to,
         "error": error,
+        "revalidated_at": (
+            datetime.fromtimestamp(row.revalidated_at, UTC).isoformat(timespec="seconds")
+            if row.revalidated_at is not None
+            else None
+        ),
+        "revalidation": row.revalidation,
     }
 
 

@@ -131,6 +131,30 @@ class QueuedURL:
         gives it a revisit interval, a failure does not."""
         return self.revisit_interval is not None
 
+    @property
+    def conditional(self) -> bool:
+        """Whether this fetch is a conditional GET: the URL's stored answer is a 200 with
+        validators, so a 304 confirms that answer. After any other answer (an error, a
+        redirect) the validators would confirm a page the row no longer describes, so
+        the page is asked for in full."""
+        return (
+            self.refetch
+            and self.status == 200
+            and (self.etag is not None or self.last_modified is not None)
+        )
+
+
+class Revalidation(enum.Enum):
+    """What a recrawl's answer found, kept per URL with its time (``revalidation``,
+    ``revalidated_at``)."""
+
+    NOT_MODIFIED = "not_modified"
+    """A 304 to a conditional GET: the stored answer stands."""
+    UNCHANGED = "unchanged"
+    """A full answer that tells no change (trawl.recrawl.revisit)."""
+    CHANGED = "changed"
+    """A full answer that tells a change."""
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -166,6 +190,24 @@ class Outcome:
     """The page's revisit interval and when it is due again (trawl.recrawl)."""
     change_hash: int | None = None
     """What tells a change at the next fetch (trawl.recrawl; None: keep the stored)."""
+    revalidation: Revalidation | None = None
+    """What a recrawl's answer found, stored with ``fetched_at`` as the URL's
+    ``revalidated_at`` (None: a first fetch, a retry or a failure, which keep the stored
+    ones). :attr:`Revalidation.NOT_MODIFIED` writes only the state, the schedule, the
+    revalidation and any validators the 304 sent: the stored answer (status, type,
+    length, fetch time, canonical, alias, redirect, error, fingerprints) stands."""
+
+    @property
+    def not_modified(self) -> bool:
+        """Whether the outcome confirms the stored answer (a 304 to a conditional GET)."""
+        return self.revalidation is Revalidation.NOT_MODIFIED
+
+    @property
+    def revalidated(self) -> tuple[str | None, float | None]:
+        """The ``revalidation`` and ``revalidated_at`` columns it writes (None: keep)."""
+        if self.revalidation is None:
+            return None, None
+        return self.revalidation.value, self.fetched_at
 
     def alias_of(self) -> int | None:
         """The id of the URL the page's canonical link names, unless it names the page."""
@@ -428,13 +470,18 @@ class ExportRow:
     redirect_to: str | None
     error: str | None
     state: State
+    revalidated_at: float | None = None
+    revalidation: str | None = None
+    """When a recrawl last answered and what it found (a :class:`Revalidation` value);
+    None for a URL fetched once."""
 
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1
 """The range of URL ids (signed 64-bit hashes)."""
 
 EXPORT_COLUMNS = (
-    "id, url, status, content_type, length, fetched_at, depth, redirect_to, error, state"
+    "id, url, status, content_type, length, fetched_at, depth, redirect_to, error, state, "
+    "revalidated_at, revalidation"
 )
 """The ``urls`` columns an export row is read from, in :func:`export_row`'s order."""
 
@@ -465,6 +512,7 @@ def export_row(row: Row) -> ExportRow:
     return ExportRow(
         url=row[1], status=row[2], content_type=row[3], length=row[4], fetched_at=row[5],
         depth=row[6], redirect_to=row[7], error=row[8], state=State(row[9]),
+        revalidated_at=row[10], revalidation=row[11],
     )  # fmt: skip
 
 

@@ -271,14 +271,30 @@ UPDATE urls SET state = o.state, attempts = o.attempts, status = o.status,
     last_modified = COALESCE(o.last_modified, urls.last_modified),
     revisit_interval = COALESCE(o.revisit_interval, urls.revisit_interval),
     due_at = COALESCE(o.due_at, urls.due_at),
-    change_hash = COALESCE(o.change_hash, urls.change_hash)
+    change_hash = COALESCE(o.change_hash, urls.change_hash),
+    revalidation = COALESCE(o.revalidation, urls.revalidation),
+    revalidated_at = COALESCE(o.revalidated_at, urls.revalidated_at)
 FROM unnest(%s::bigint[], %s::smallint[], %s::smallint[], %s::smallint[], %s::text[],
             %s::bigint[], %s::float8[], %s::text[], %s::text[], %s::smallint[], %s::float8[],
             %s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::text[],
-            %s::float8[], %s::float8[], %s::bigint[])
+            %s::float8[], %s::float8[], %s::bigint[], %s::text[], %s::float8[])
     AS o(id, state, attempts, status, content_type, length, fetched_at, redirect_to, error,
          truncated, next_fetch_at, canonical, alias_of, content_hash, simhash, etag,
-         last_modified, revisit_interval, due_at, change_hash)
+         last_modified, revisit_interval, due_at, change_hash, revalidation, revalidated_at)
+WHERE urls.id = o.id
+"""
+# A 304's outcome: the last full answer's columns stand.
+_REVALIDATE = """
+UPDATE urls SET state = o.state, attempts = o.attempts, next_fetch_at = o.next_fetch_at,
+    etag = COALESCE(o.etag, urls.etag),
+    last_modified = COALESCE(o.last_modified, urls.last_modified),
+    revisit_interval = COALESCE(o.revisit_interval, urls.revisit_interval),
+    due_at = COALESCE(o.due_at, urls.due_at),
+    revalidation = o.revalidation, revalidated_at = o.revalidated_at
+FROM unnest(%s::bigint[], %s::smallint[], %s::smallint[], %s::float8[], %s::text[],
+            %s::text[], %s::float8[], %s::float8[], %s::text[], %s::float8[])
+    AS o(id, state, attempts, next_fetch_at, etag, last_modified, revisit_interval, due_at,
+         revalidation, revalidated_at)
 WHERE urls.id = o.id
 """
 _ANSWER_HOSTS = (
@@ -365,7 +381,7 @@ WITH l AS (
     SELECT urls.id FROM urls JOIN l ON urls.id = l.id FOR UPDATE OF urls SKIP LOCKED
 )
 UPDATE urls SET lastmod = l.lastmod,
-    due_at = CASE WHEN urls.fetched_at < l.lastmod
+    due_at = CASE WHEN GREATEST(urls.fetched_at, urls.revalidated_at) < l.lastmod
                   THEN LEAST(COALESCE(urls.due_at, %s), %s) ELSE urls.due_at END
 FROM l JOIN locked ON locked.id = l.id
 WHERE urls.id = l.id
@@ -792,17 +808,29 @@ class PostgresStore(AsyncResource):
     async def _answer(self, conn: AsyncConnection[Any], outcomes: Sequence[Outcome]) -> None:
         """Queue the outcomes' writes: each URL's columns (the last outcome of a URL
         wins) and per host the URLs queued again, answered, and no longer handed out."""
-        latest = {o.url_id: o for o in outcomes}
+        latest = {o.url_id: o for o in outcomes}.values()
         rows = [
             (
                 o.url_id, o.state, o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                 o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
                 o.alias_of(), o.content_hash, o.simhash, o.etag, o.last_modified,
-                o.revisit_interval, o.due_at, o.change_hash,
+                o.revisit_interval, o.due_at, o.change_hash, *o.revalidated,
             )
-            for o in latest.values()
+            for o in latest
+            if not o.not_modified
         ]  # fmt: skip
-        await conn.execute(_ANSWER, columns(rows, 20))
+        if rows:
+            await conn.execute(_ANSWER, columns(rows, 22))
+        kept = [
+            (
+                o.url_id, o.state, o.attempts, o.next_fetch_at, o.etag, o.last_modified,
+                o.revisit_interval, o.due_at, *o.revalidated,
+            )
+            for o in latest
+            if o.not_modified
+        ]  # fmt: skip
+        if kept:
+            await conn.execute(_REVALIDATE, columns(kept, 10))
         tallies = [(host, *tally) for host, tally in host_tallies(outcomes).items()]
         await conn.execute(_ANSWER_HOSTS, columns(tallies, 7))
 

@@ -71,6 +71,11 @@ in RAM: a 10 M URL crawl peaked at 1.8 GB of RSS while it migrated (95 s) before
 Migration 11 is SQLite's alone too: the frontier becomes the table ``ready`` kept by a
 trigger, in place of the partial index, so that new URLs can wait for it in RAM and join
 it in merges (trawl.store.sqlite_frontier).
+
+Migration 12 records revalidations: ``revalidated_at``, when a recrawl last answered,
+and ``revalidation``, what it found (``not_modified``, ``unchanged``, ``changed``;
+trawl.store.base.Revalidation). A 304 writes these and leaves the columns of the last
+full answer as they were, ``fetched_at`` included.
 """
 
 from __future__ import annotations
@@ -301,6 +306,10 @@ MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
     ),
     PerEngine(sqlite=_SQLITE_ID_INDEX, postgres=()),
     PerEngine(sqlite=_SQLITE_READY, postgres=()),
+    (
+        "ALTER TABLE urls ADD COLUMN revalidated_at DOUBLE PRECISION",
+        "ALTER TABLE urls ADD COLUMN revalidation TEXT",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

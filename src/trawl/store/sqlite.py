@@ -907,6 +907,27 @@ def _depth_of(url: NewURL) -> int:
     return url.depth
 
 
+_ANSWER = (
+    "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
+    "length = ?, fetched_at = COALESCE(?, fetched_at), redirect_to = ?, error = ?, "
+    "truncated = ?, "
+    "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM url_ids WHERE id = ?), "
+    "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash), "
+    "etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified), "
+    "revisit_interval = COALESCE(?, revisit_interval), due_at = COALESCE(?, due_at), "
+    "change_hash = COALESCE(?, change_hash), revalidation = COALESCE(?, revalidation), "
+    f"revalidated_at = COALESCE(?, revalidated_at) WHERE seq = {row_of('?')}"
+)
+"""Writes an outcome that carries an answer (or a failure) into its URL's row."""
+_REVALIDATE = (
+    "UPDATE urls SET state = ?, attempts = ?, next_fetch_at = ?, "
+    "etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified), "
+    "revisit_interval = COALESCE(?, revisit_interval), due_at = COALESCE(?, due_at), "
+    f"revalidation = ?, revalidated_at = ? WHERE seq = {row_of('?')}"
+)
+"""Writes a 304's outcome: the last full answer's columns stand."""
+
+
 def _apply(
     db: sqlite3.Connection,
     batch: CommitBatch,
@@ -924,23 +945,30 @@ def _apply(
         )
         settle_fences(batch, dict(generations))
     if batch.outcomes:
+        # The last outcome of a URL wins (a batch merged from several may hold two).
+        latest = {o.url_id: o for o in batch.outcomes}.values()
         db.executemany(
-            "UPDATE urls SET state = ?, attempts = ?, status = ?, content_type = ?, "
-            "length = ?, fetched_at = COALESCE(?, fetched_at), redirect_to = ?, error = ?, "
-            "truncated = ?, "
-            "next_fetch_at = ?, canonical = ?, alias_of = (SELECT id FROM url_ids WHERE id = ?), "
-            "content_hash = COALESCE(?, content_hash), simhash = COALESCE(?, simhash), "
-            "etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified), "
-            "revisit_interval = COALESCE(?, revisit_interval), due_at = COALESCE(?, due_at), "
-            f"change_hash = COALESCE(?, change_hash) WHERE seq = {row_of('?')}",
+            _ANSWER,
             [
                 (
                     int(o.state), o.attempts, o.status, o.content_type, o.length, o.fetched_at,
                     o.redirect_to, o.error, int(o.truncated), o.next_fetch_at, o.canonical,
                     o.alias_of(), o.content_hash, o.simhash, o.etag, o.last_modified,
-                    o.revisit_interval, o.due_at, o.change_hash, o.url_id,
+                    o.revisit_interval, o.due_at, o.change_hash, *o.revalidated, o.url_id,
                 )
-                for o in batch.outcomes
+                for o in latest
+                if not o.not_modified
+            ],
+        )  # fmt: skip
+        db.executemany(
+            _REVALIDATE,
+            [
+                (
+                    int(o.state), o.attempts, o.next_fetch_at, o.etag, o.last_modified,
+                    o.revisit_interval, o.due_at, *o.revalidated, o.url_id,
+                )
+                for o in latest
+                if o.not_modified
             ],
         )  # fmt: skip
         db.executemany(
@@ -998,9 +1026,11 @@ def _apply(
             probes,
         )
     if batch.lastmods:
-        # A page fetched before a sitemap's lastmod is due now.
+        # A page last answered (fetched, or confirmed by a 304) before a sitemap's
+        # lastmod is due now.
         db.executemany(
-            "UPDATE urls SET lastmod = ?, due_at = CASE WHEN fetched_at < ? "
+            "UPDATE urls SET lastmod = ?, due_at = "
+            "CASE WHEN MAX(fetched_at, COALESCE(revalidated_at, fetched_at)) < ? "
             f"THEN MIN(COALESCE(due_at, ?), ?) ELSE due_at END WHERE seq = {row_of('?')}",
             [(lastmod, lastmod, batch.at, batch.at, uid) for uid, lastmod in batch.lastmods],
         )
