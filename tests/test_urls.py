@@ -19,6 +19,7 @@ from trawl.urls import (
     normalize,
     resolve,
     resolve_against_serialized,
+    session_token,
     url_hash,
 )
 
@@ -43,6 +44,8 @@ def test_the_documented_example() -> None:
         ("  /trimmed \n", "https://base.test/trimmed"),
         ("/a\tb\nc", "https://base.test/abc"),
         ("\\back\\slash", "https://base.test/back/slash"),
+        ("http:///x", "http://x/"),
+        ("https:////a.test/p", "https://a.test/p"),
         # scheme and host case, IDNA, IPv4 forms, trailing dot
         ("HTTP://WWW.Example.COM/Path", "http://www.example.com/Path"),
         ("http://münchen.de/", "http://xn--mnchen-3ya.de/"),
@@ -114,6 +117,7 @@ def test_normalize(href: str, expected: str) -> None:
         ("http://[::1]:70000/", Rejection.BAD_PORT),
         ("http://a.test:0/", Rejection.BAD_PORT),
         ("http://", Rejection.NO_HOST),
+        ("http://:80/", Rejection.NO_HOST),
         ("https:///", Rejection.NO_HOST),
         ("http://user@/", Rejection.NO_HOST),
         ("http://a b/", Rejection.BAD_HOST),
@@ -182,16 +186,71 @@ def test_default_strip_params_cover_the_documented_names() -> None:
 @pytest.mark.parametrize(
     "param",
     [
-        "jsessionid=0A1B", "JSESSIONID=0A1B", "PHPSESSID=abc", "sid=42", "sessionid=9",
+        "jsessionid=0A1B", "JSESSIONID=0A1B", "PHPSESSID=abc", "sessionid=9",
         "session_id=9", "sessid=9", "ASPSESSIONIDQQGGGNCG=KJHGF", "ASP.NET_SessionId=x1",
         "CFID=1", "CFTOKEN=2", "CGISESSID=c3", "osCsid=o4", "zenid=z5", "XTCsid=x6",
-        "BV_SessionID=b7",
+        "BV_SessionID=b7", "sid=0123456789abcdef0123456789abcdef", "SID=Zm9vYmFyMTIzNDU2Nzg5MA==",
+        "sid=k3ZyQ9_xT-2mB7wLp4Hs",
     ],
 )  # fmt: skip
 def test_session_parameters_are_stripped(param: str) -> None:
     assert normalize(f"http://a.test/shop?item=3&{param}") == "http://a.test/shop?item=3"
     name = param.partition("=")[0]
     assert normalize(f"http://a.test/shop;{param}?item=3") == "http://a.test/shop?item=3", name
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "05/10/14/1234", "06/01/01/0001", "42", "", "1234567890123456789", "introductiontothe",
+        "0123456789abcdef0123456789abcde.", "0123456789abcdef%2F0123456789ab",
+        "0123456789abcdef+0123456789abc", "0123456789abcdef0123456789abcdef===",
+    ],
+)  # fmt: skip
+def test_sid_is_kept_unless_its_value_is_a_session_token(value: str) -> None:
+    # Slashcode's story.pl?sid=05/10/14/1234 names a story: two stories are two URLs.
+    url = f"http://a.test/story.pl?sid={value}"
+    assert normalize(url) == url
+    assert (
+        normalize(f"http://a.test/story.pl;sid={value}?a=1")
+        == f"http://a.test/story.pl;sid={value}?a=1"
+    )
+    assert not DEFAULT_RULES.strips("SID", value)
+    assert DEFAULT_RULES.strips("phpsessid", value)
+
+
+def test_distinct_stories_stay_distinct() -> None:
+    first = normalize("http://a.test/story.pl?sid=05/10/14/1234")
+    second = normalize("http://a.test/story.pl?sid=06/01/01/0001")
+    assert first != second
+
+
+@pytest.mark.parametrize(
+    ("value", "token"),
+    [
+        ("0123456789abcdef", True),
+        ("0123456789abcde", False),
+        ("abcdefghijklmnop", False),
+        ("0000000000000000", False),
+        ("a000000000000000", True),
+        ("-_-_-_-_-_-_-_a1", True),
+        ("Zm9vYmFyMTIzNDU2Nzg5MA==", True),
+        ("Zm9vYmFyMTIzNDU2Nzg5MA=x", False),
+        ("0123456789abcdef/", False),
+    ],
+)
+def test_session_token_shape(value: str, token: bool) -> None:
+    assert session_token(value) is token
+
+
+def test_sid_named_in_custom_rules_keeps_the_token_rule() -> None:
+    rules = NormalizeRules(strip_params=frozenset({"SID"}))
+    assert normalize("http://a.test/?sid=42", rules=rules) == "http://a.test/?sid=42"
+    token = "0123456789abcdef0123456789abcdef"
+    assert normalize(f"http://a.test/?a=1&sid={token}", rules=rules) == "http://a.test/?a=1"
+    assert normalize(f"http://a.test/?sid={token}") == "http://a.test/"
+    plain = NormalizeRules(strip_params=frozenset({"ref"}))
+    assert normalize(f"http://a.test/?sid={token}", rules=plain) == f"http://a.test/?sid={token}"
 
 
 @pytest.mark.parametrize(
