@@ -9,6 +9,9 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
+from conftest import CrawlRunner
+from trawl.store.base import State
+from trawl.testsite import Response, Site, SiteServer
 from trawl.urls import (
     DEFAULT_RULES,
     DEFAULT_STRIP_PARAMS,
@@ -223,6 +226,38 @@ def test_distinct_stories_stay_distinct() -> None:
     first = normalize("http://a.test/story.pl?sid=05/10/14/1234")
     second = normalize("http://a.test/story.pl?sid=06/01/01/0001")
     assert first != second
+
+
+_TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+def stories_site(port: int) -> Site:
+    """Two stories told apart only by ``sid``, and a forum page whose links carry a
+    session token in ``sid``."""
+
+    def page(*hrefs: str) -> Response:
+        anchors = "".join(f'<a href="{href}">x</a>' for href in hrefs)
+        return Response(body=f"<!doctype html><title>p</title><body>{anchors}".encode())
+
+    stories = ("/story.pl?sid=05/10/14/1234", "/story.pl?sid=06/01/01/0001")
+    routes = {
+        "http://news.test/": page(*stories, f"/topic?t=1&sid={_TOKEN}"),
+        "http://news.test/topic?t=1": page(f"/topic?t=1&sid={_TOKEN[::-1]}"),
+    }
+    routes |= {f"http://news.test{story}": page() for story in stories}
+    return Site.build(port, routes, ["http://news.test/"])
+
+
+async def test_a_crawl_fetches_each_story_and_each_session_page_once(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(stories_site) as server:
+        result = await crawl(server, soft_404=False)
+        paths = [r.path for r in server.requests if r.path != "/robots.txt"]
+        site = server.site
+    expected = ["/", "/story.pl?sid=05/10/14/1234", "/story.pl?sid=06/01/01/0001", "/topic?t=1"]
+    assert sorted(paths) == expected
+    assert result.in_state(State.DONE) == {site.url("news.test", path) for path in expected}
 
 
 @pytest.mark.parametrize(
