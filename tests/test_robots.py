@@ -133,6 +133,98 @@ def test_line_syntax_variants(body: bytes) -> None:
     assert rules.allowed(f"{SITE}/y")
 
 
+# --- what Google reads too (docs/ROBOTS.md, "Read as Google reads them") ---------------
+
+
+@pytest.mark.parametrize("key", ["User-agent", "User Agent", "useragent", "USER AGENT"])
+def test_user_agent_key_spellings(key: str) -> None:
+    rules = _rules(f"{key}: trawl\ndisallow: /x\n")
+    assert not rules.allowed(f"{SITE}/x")
+    assert rules.allowed(f"{SITE}/y")
+
+
+@pytest.mark.parametrize(
+    "key", ["Disallow", "Dissallow", "Dissalow", "Disalow", "Diasllow", "Disallaw", "DISALOW"]
+)
+def test_disallow_key_typos(key: str) -> None:
+    rules = _rules(f"user-agent: *\n{key}: /x\n")
+    assert not rules.allowed(f"{SITE}/x")
+    assert rules.allowed(f"{SITE}/y")
+
+
+def test_a_key_may_run_on_after_its_spelling() -> None:
+    text = (
+        "User-agents: *\nDisallowed: /x\nAllowed: /x/open\n"
+        "Sitemaps: https://www.example.com/a.xml\nSite-map: https://www.example.com/b.xml\n"
+    )
+    rules = _rules(text)
+    assert not rules.allowed(f"{SITE}/x/shut")
+    assert rules.allowed(f"{SITE}/x/open")
+    assert rules.sitemaps == ("https://www.example.com/a.xml", "https://www.example.com/b.xml")
+
+
+@pytest.mark.parametrize(
+    "name", ["Crawl-delays", "Crawl delay", "Disallow-ish thing", "\u017fitemap", "Dis-allow"]
+)
+def test_keys_that_are_not_read(name: str) -> None:
+    # Crawl-delay is not Google's and is spelt exactly; a key is one word (two for
+    # "user agent"); no Unicode case folding ("\u017f", long s, folds to "s").
+    rules = _rules(f"user-agent: *\n{name}: /x\ncrawl-delay: 1\n{name}: 9\n")
+    assert rules.allowed(f"{SITE}/x")
+    assert rules.sitemaps == ()
+    assert rules.crawl_delay == 1.0
+
+
+def test_missing_colon_between_key_and_value() -> None:
+    text = (
+        "User-agent *\nDisallow /private\nAllow\t/private/open\nCrawl-delay 4\n"
+        "Sitemap https://www.example.com/s.xml\n"
+    )
+    rules = _rules(text)
+    assert not rules.allowed(f"{SITE}/private/x")
+    assert rules.allowed(f"{SITE}/private/open")
+    assert rules.allowed(f"{SITE}/public")
+    assert rules.crawl_delay == 4.0
+    assert rules.sitemaps == ("https://www.example.com/s.xml",)
+
+
+def test_missing_colon_with_a_colon_in_the_value() -> None:
+    # The text before the colon, "Disallow /a", is no key: the two words are.
+    rules = _rules("User-agent *\nDisallow /a:b\nSitemap https://www.example.com/s.xml\n")
+    assert not rules.allowed(f"{SITE}/a:b")
+    assert rules.allowed(f"{SITE}/b")
+    assert rules.sitemaps == ("https://www.example.com/s.xml",)
+
+
+@pytest.mark.parametrize("line", ["Disallow /x /y", "Disallow", "Disallow/x", "Disallow\v/x"])
+def test_lines_without_colon_need_exactly_two_words(line: str) -> None:
+    rules = _rules(f"User-agent: *\n{line}\nDisallow: /z\n")
+    assert rules.allowed(f"{SITE}/x")
+    assert rules.allowed(f"{SITE}/x /y")
+    assert not rules.allowed(f"{SITE}/z")
+
+
+def test_three_words_open_no_group() -> None:
+    rules = _rules("User Agent *\nDisallow: /x\n")
+    assert rules.allowed(f"{SITE}/x")
+
+
+@pytest.mark.parametrize(
+    "bom", [b"\xef\xbb\xbf", b"\xef\xbb", b"\xef"], ids=["whole", "two-bytes", "one-byte"]
+)
+def test_byte_order_mark_whole_or_cut_short(bom: bytes) -> None:
+    rules = parse_robots(bom + b"User-agent: *\nDisallow: /x\n", "trawl")
+    assert not rules.allowed(f"{SITE}/x")
+    assert rules.allowed(f"{SITE}/y")
+
+
+def test_only_a_leading_byte_order_mark_is_skipped() -> None:
+    rules = parse_robots(b"\xbb\xbfUser-agent: *\nDisallow: /x\n", "trawl")
+    assert rules.allowed(f"{SITE}/x")
+    rules = parse_robots(b"User-agent: *\n\xef\xbb\xbfDisallow: /x\n", "trawl")
+    assert rules.allowed(f"{SITE}/x")
+
+
 def test_pattern_without_leading_slash_is_anchored_at_the_root() -> None:
     rules = _rules("user-agent: *\ndisallow: private/\n")
     assert not rules.allowed(f"{SITE}/private/a")

@@ -9,6 +9,9 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
+from conftest import CrawlRunner
+from trawl.store.base import State
+from trawl.testsite import Response, Site, SiteServer
 from trawl.urls import (
     DEFAULT_RULES,
     DEFAULT_STRIP_PARAMS,
@@ -19,6 +22,7 @@ from trawl.urls import (
     normalize,
     resolve,
     resolve_against_serialized,
+    session_token,
     url_hash,
 )
 
@@ -43,6 +47,8 @@ def test_the_documented_example() -> None:
         ("  /trimmed \n", "https://base.test/trimmed"),
         ("/a\tb\nc", "https://base.test/abc"),
         ("\\back\\slash", "https://base.test/back/slash"),
+        ("http:///x", "http://x/"),
+        ("https:////a.test/p", "https://a.test/p"),
         # scheme and host case, IDNA, IPv4 forms, trailing dot
         ("HTTP://WWW.Example.COM/Path", "http://www.example.com/Path"),
         ("http://münchen.de/", "http://xn--mnchen-3ya.de/"),
@@ -114,6 +120,7 @@ def test_normalize(href: str, expected: str) -> None:
         ("http://[::1]:70000/", Rejection.BAD_PORT),
         ("http://a.test:0/", Rejection.BAD_PORT),
         ("http://", Rejection.NO_HOST),
+        ("http://:80/", Rejection.NO_HOST),
         ("https:///", Rejection.NO_HOST),
         ("http://user@/", Rejection.NO_HOST),
         ("http://a b/", Rejection.BAD_HOST),
@@ -182,16 +189,103 @@ def test_default_strip_params_cover_the_documented_names() -> None:
 @pytest.mark.parametrize(
     "param",
     [
-        "jsessionid=0A1B", "JSESSIONID=0A1B", "PHPSESSID=abc", "sid=42", "sessionid=9",
+        "jsessionid=0A1B", "JSESSIONID=0A1B", "PHPSESSID=abc", "sessionid=9",
         "session_id=9", "sessid=9", "ASPSESSIONIDQQGGGNCG=KJHGF", "ASP.NET_SessionId=x1",
         "CFID=1", "CFTOKEN=2", "CGISESSID=c3", "osCsid=o4", "zenid=z5", "XTCsid=x6",
-        "BV_SessionID=b7",
+        "BV_SessionID=b7", "sid=0123456789abcdef0123456789abcdef", "SID=Zm9vYmFyMTIzNDU2Nzg5MA==",
+        "sid=k3ZyQ9_xT-2mB7wLp4Hs",
     ],
 )  # fmt: skip
 def test_session_parameters_are_stripped(param: str) -> None:
     assert normalize(f"http://a.test/shop?item=3&{param}") == "http://a.test/shop?item=3"
     name = param.partition("=")[0]
     assert normalize(f"http://a.test/shop;{param}?item=3") == "http://a.test/shop?item=3", name
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "05/10/14/1234", "06/01/01/0001", "42", "", "1234567890123456789", "introductiontothe",
+        "0123456789abcdef0123456789abcde.", "0123456789abcdef%2F0123456789ab",
+        "0123456789abcdef+0123456789abc", "0123456789abcdef0123456789abcdef===",
+    ],
+)  # fmt: skip
+def test_sid_is_kept_unless_its_value_is_a_session_token(value: str) -> None:
+    # Slashcode's story.pl?sid=05/10/14/1234 names a story: two stories are two URLs.
+    url = f"http://a.test/story.pl?sid={value}"
+    assert normalize(url) == url
+    assert (
+        normalize(f"http://a.test/story.pl;sid={value}?a=1")
+        == f"http://a.test/story.pl;sid={value}?a=1"
+    )
+    assert not DEFAULT_RULES.strips("SID", value)
+    assert DEFAULT_RULES.strips("phpsessid", value)
+
+
+def test_distinct_stories_stay_distinct() -> None:
+    first = normalize("http://a.test/story.pl?sid=05/10/14/1234")
+    second = normalize("http://a.test/story.pl?sid=06/01/01/0001")
+    assert first != second
+
+
+_TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+def stories_site(port: int) -> Site:
+    """Two stories told apart only by ``sid``, and a forum page whose links carry a
+    session token in ``sid``."""
+
+    def page(*hrefs: str) -> Response:
+        anchors = "".join(f'<a href="{href}">x</a>' for href in hrefs)
+        return Response(body=f"<!doctype html><title>p</title><body>{anchors}".encode())
+
+    stories = ("/story.pl?sid=05/10/14/1234", "/story.pl?sid=06/01/01/0001")
+    routes = {
+        "http://news.test/": page(*stories, f"/topic?t=1&sid={_TOKEN}"),
+        "http://news.test/topic?t=1": page(f"/topic?t=1&sid={_TOKEN[::-1]}"),
+    }
+    routes |= {f"http://news.test{story}": page() for story in stories}
+    return Site.build(port, routes, ["http://news.test/"])
+
+
+async def test_a_crawl_fetches_each_story_and_each_session_page_once(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(stories_site) as server:
+        result = await crawl(server, soft_404=False)
+        paths = [r.path for r in server.requests if r.path != "/robots.txt"]
+        site = server.site
+    expected = ["/", "/story.pl?sid=05/10/14/1234", "/story.pl?sid=06/01/01/0001", "/topic?t=1"]
+    assert sorted(paths) == expected
+    assert result.in_state(State.DONE) == {site.url("news.test", path) for path in expected}
+
+
+@pytest.mark.parametrize(
+    ("value", "token"),
+    [
+        ("0123456789abcdef", True),
+        ("0123456789abcde", False),
+        ("abcdefghijklmnop", False),
+        ("0000000000000000", False),
+        ("a000000000000000", True),
+        ("-_-_-_-_-_-_-_a1", True),
+        ("Zm9vYmFyMTIzNDU2Nzg5MA==", True),
+        ("Zm9vYmFyMTIzNDU2Nzg5MA=x", False),
+        ("0123456789abcdef/", False),
+    ],
+)
+def test_session_token_shape(value: str, token: bool) -> None:
+    assert session_token(value) is token
+
+
+def test_sid_named_in_custom_rules_keeps_the_token_rule() -> None:
+    rules = NormalizeRules(strip_params=frozenset({"SID"}))
+    assert normalize("http://a.test/?sid=42", rules=rules) == "http://a.test/?sid=42"
+    token = "0123456789abcdef0123456789abcdef"
+    assert normalize(f"http://a.test/?a=1&sid={token}", rules=rules) == "http://a.test/?a=1"
+    assert normalize(f"http://a.test/?sid={token}") == "http://a.test/"
+    plain = NormalizeRules(strip_params=frozenset({"ref"}))
+    assert normalize(f"http://a.test/?sid={token}", rules=plain) == f"http://a.test/?sid={token}"
 
 
 @pytest.mark.parametrize(

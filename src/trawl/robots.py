@@ -10,6 +10,8 @@ of characters and a final ``$`` anchors the end. Each pattern is compiled once i
 literal head and the literal pieces between wildcards, and the rules are indexed by head:
 checking a URL costs one dict lookup per distinct head length plus a few ``str.find``
 calls for the candidates, however long the file, and no pattern can make it backtrack.
+Lines are read as leniently as Google reads them (typos in keys, a missing colon, a
+cut-short byte order mark), since a rule that a site meant must not be lost to a typo.
 The deliberate differences from Google's parser are listed in docs/ROBOTS.md.
 """
 
@@ -29,6 +31,25 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _SCHEME_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
+_BOM = b"\xef\xbb\xbf"
+_BLANKS = re.compile(r"[ \t]+")
+
+# The records trawl reads, and every spelling of each key that Google's parser accepts
+# (robots.cc: a key that starts with one of these, case ignored). ASCII-only matching,
+# so that no Unicode case folding (U+017F, long s, for "s") makes a key.
+_USER_AGENT = "user_agent"
+_ALLOW = "allow"
+_DISALLOW = "disallow"
+_SITEMAP = "sitemap"
+_CRAWL_DELAY = "crawl_delay"
+_KEY_SPELLING = re.compile(
+    rf"(?P<{_USER_AGENT}>user-agent|useragent|user agent)"
+    rf"|(?P<{_ALLOW}>allow)"
+    rf"|(?P<{_DISALLOW}>disallow|dissallow|dissalow|disalow|diasllow|disallaw)"
+    rf"|(?P<{_SITEMAP}>sitemap|site-map)"
+    rf"|(?P<{_CRAWL_DELAY}>crawl-delay)",
+    re.ASCII | re.IGNORECASE,
+)
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 # What percent-encoding normalisation must rewrite: every %XX escape (to decode unreserved
@@ -230,6 +251,54 @@ def _truncate(body: bytes) -> bytes:
     return head[: end + 1]
 
 
+def _strip_bom(body: bytes) -> bytes:
+    """``body`` without a leading UTF-8 byte order mark, whole or cut short.
+
+    Files are seen that start with only ``EF BB`` or ``EF``; Google skips those too.
+    """
+    size = next(n for n in (3, 2, 1, 0) if body.startswith(_BOM[:n]))
+    return body[size:]
+
+
+def _key(name: str) -> str | None:
+    """The record a key names (``_USER_AGENT`` ...), or None for a key trawl ignores.
+
+    Case is ignored, and a key is known when it starts with one of Google's spellings,
+    typos included (``useragent``, ``Disalow``, ``Sitemaps``), and has no blank after it,
+    so that "Disallow /a" is never read as a key by itself. ``Crawl-delay``, which Google
+    ignores, must be spelt exactly.
+    """
+    match = _KEY_SPELLING.match(name)
+    if match is None:
+        return None
+    rest = name[match.end() :]
+    if rest and (match.lastgroup == _CRAWL_DELAY or _BLANKS.search(rest)):
+        return None
+    return match.lastgroup
+
+
+def _record(line: str) -> tuple[str, str] | None:
+    """The (key, value) of one line, or None when the line holds no record trawl uses.
+
+    A comment is cut off first. ``key: value`` is the RFC 9309 form; when the text before
+    the first colon is no known key, a line of exactly two words whose first is a known
+    key is read as a key and value with the colon left out (``Disallow /private``), as
+    Google reads it.
+    """
+    text = line.partition("#")[0].strip()
+    name, colon, value = text.partition(":")
+    if colon:
+        key = _key(name.strip())
+        if key is not None:
+            return key, value.strip()
+    words = _BLANKS.split(text)
+    if len(words) == 2:
+        key = _key(words[0])
+        if key is not None:
+            return key, words[1]
+    return None
+
+
 def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
     """Split robots.txt text into groups and collect the Sitemap lines."""
     groups: list[_Group] = []
@@ -237,27 +306,26 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
     current: _Group | None = None
     in_agent_lines = False
     for line in _LINE_BREAK.split(text):
-        key, colon, value = line.partition("#")[0].partition(":")
-        if not colon:
+        record = _record(line)
+        if record is None:
             continue
-        key = key.strip().lower()
-        value = value.strip()
-        if key == "user-agent":
+        key, value = record
+        if key == _USER_AGENT:
             if current is None or not in_agent_lines:
                 current = _Group()
                 groups.append(current)
                 in_agent_lines = True
             current.agents.append(_group_agent(value))
-        elif key == "sitemap":
+        elif key == _SITEMAP:
             if value:
                 sitemaps.append(value)
         elif current is None:
             continue
-        elif key in ("allow", "disallow"):
+        elif key in (_ALLOW, _DISALLOW):
             in_agent_lines = False
             if value:
-                current.rules.append((key == "allow", value))
-        elif key == "crawl-delay":
+                current.rules.append((key == _ALLOW, value))
+        elif key == _CRAWL_DELAY:
             in_agent_lines = False
             delay = _crawl_delay(value)
             if delay is not None and (current.crawl_delay is None or delay > current.crawl_delay):
@@ -270,10 +338,11 @@ def parse_robots(body: bytes, agent_token: str) -> RobotsRules:
 
     Every group naming the token (case-insensitively) is merged into one; without such a
     group, every "*" group is merged; without either, nothing is restricted. When merged
-    groups give several Crawl-delay values the largest is kept. Lines without a colon,
-    unknown keys and rules before the first User-agent line are ignored.
+    groups give several Crawl-delay values the largest is kept. Keys are read as Google
+    reads them (`_record`: its typos, a missing colon, a byte order mark cut short);
+    other lines, unknown keys and rules before the first User-agent line are ignored.
     """
-    text = _truncate(body).decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    text = _strip_bom(_truncate(body)).decode("utf-8", "surrogateescape")
     groups, sitemaps = _parse_groups(text)
     token = agent_token.lower()
     chosen = [g for g in groups if token in g.agents]

@@ -26,10 +26,11 @@ the store and the frontier key on the normalised form (and on `url_hash` of it).
    Escapes of reserved characters are never decoded, so ``%2F`` and ``/`` stay distinct.
 8. Query: empty ``&``-separated pieces are dropped; parameters whose name (compared
    case-insensitively) is in `NormalizeRules.strip_params` or starts with one of
-   `NormalizeRules.strip_prefixes` are dropped; the rest are sorted by name with a
+   `NormalizeRules.strip_prefixes` are dropped (a name in `TOKEN_ONLY_PARAMS`, ``sid``,
+   only when its value is a `session_token`); the rest are sorted by name with a
    stable sort, so repeated names keep their relative order. Values are kept verbatim, a
    parameter without ``=`` stays without it, and a query left empty (``?`` alone) is
-   removed. Path parameters of the form ``;name=value`` whose name is a strip parameter
+   removed. Path parameters of the form ``;name=value`` that these rules drop
    (``/cart;jsessionid=A1``) are removed too.
 9. The path keeps its case and its trailing slash (``/a`` and ``/a/`` are different URLs);
    an empty path is ``/``.
@@ -57,6 +58,7 @@ from ada_url import idna_to_ascii, join_url, parse_url
 __all__ = [
     "DEFAULT_RULES",
     "DEFAULT_STRIP_PARAMS",
+    "TOKEN_ONLY_PARAMS",
     "NormalizeRules",
     "Rejection",
     "host_key",
@@ -64,6 +66,7 @@ __all__ = [
     "key_hostname",
     "normalize",
     "resolve",
+    "session_token",
     "url_hash",
 ]
 
@@ -105,7 +108,8 @@ DEFAULT_STRIP_PARAMS: frozenset[str] = frozenset(
         "mkt_tok",
         # Session identifiers carried in URLs (Java, PHP, ASP.NET, ColdFusion, Perl
         # CGI::Session, osCommerce, Zen Cart, xt:Commerce, BroadVision, generic). Classic
-        # ASP names its session ASPSESSIONID plus eight letters: a prefix, below.
+        # ASP names its session ASPSESSIONID plus eight letters: a prefix, below. "sid"
+        # also names content, so it goes only with a token for a value (TOKEN_ONLY_PARAMS).
         "sessionid",
         "session_id",
         "sessid",
@@ -122,6 +126,22 @@ DEFAULT_STRIP_PARAMS: frozenset[str] = frozenset(
         "bv_sessionid",
     }
 )
+
+
+TOKEN_ONLY_PARAMS: frozenset[str] = frozenset({"sid"})
+"""Names that sites use both for sessions (phpBB's ``sid=`` and 32 hex digits) and for
+content (Slashcode's ``story.pl?sid=05/10/14/1234``): stripped, when a strip rule names
+them, only if the value looks like a session token (`session_token`)."""
+
+_SESSION_TOKEN_RE = re.compile(r"(?=[A-Za-z_-]*[0-9])(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}={0,2}")
+
+
+def session_token(value: str) -> bool:
+    """True when a parameter value looks like a session token: 16 or more characters of
+    ``A-Z a-z 0-9 - _`` (hex, base64url), at least one a digit and one a letter, and up
+    to two ``=`` of base64 padding at the end. No ``/``, ``.``, ``%`` or other character:
+    ``05/10/14/1234``, ``12345``, ``introduction`` and ``page.html`` are not tokens."""
+    return _SESSION_TOKEN_RE.fullmatch(value) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +171,13 @@ class NormalizeRules:
         fields = (self.strip_params, self.strip_prefixes, self.max_length, self.max_path_depth)
         return (NormalizeRules, fields)
 
-    def strips(self, name: str) -> bool:
-        """True when a query or path parameter called `name` is dropped."""
+    def strips(self, name: str, value: str) -> bool:
+        """True when a query or path parameter `name` with `value` is dropped: its name is
+        stripped, and a name in `TOKEN_ONLY_PARAMS` has a `session_token` for a value."""
         lowered = name.lower()
-        return lowered in self.strip_params or lowered.startswith(self.strip_prefixes)
+        if lowered not in self.strip_params and not lowered.startswith(self.strip_prefixes):
+            return False
+        return lowered not in TOKEN_ONLY_PARAMS or session_token(value)
 
 
 DEFAULT_RULES = NormalizeRules()
@@ -178,7 +201,7 @@ _ESCAPES = _escape_table()
 _ESCAPE_RE = re.compile(r"%[0-9A-Fa-f]{2}")
 # Dotted-decimal IPv4 (the only IPv4 form ada serialises) matches this as well.
 _DNS_NAME_RE = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
-_PATH_PARAM_RE = re.compile(r";([^;/=]*)=[^;/]*")
+_PATH_PARAM_RE = re.compile(r";([^;/=]*)=([^;/]*)")
 _TAB_NEWLINE_RE = re.compile(r"[\t\n\r]")
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 _C0_SPACE = "".join(chr(c) for c in range(0x21))
@@ -349,8 +372,11 @@ def _normalize_query(query: str, rules: NormalizeRules) -> str:
         if piece:
             name = piece.partition("=")[0]
             lowered = name.lower()
-            if lowered not in strip_params and not lowered.startswith(strip_prefixes):
-                kept.append((name, piece))
+            if (lowered in strip_params or lowered.startswith(strip_prefixes)) and (
+                lowered not in TOKEN_ONLY_PARAMS or session_token(piece[len(name) + 1 :])
+            ):
+                continue
+            kept.append((name, piece))
     if not kept:
         return ""
     if len(kept) == 1:
@@ -364,10 +390,12 @@ _NAME = itemgetter(0)
 
 
 def _normalize_path(path: str, rules: NormalizeRules) -> str:
-    """Remove ``;name=value`` path parameters whose name is stripped."""
+    """Remove the ``;name=value`` path parameters that `NormalizeRules.strips` drops."""
     if ";" not in path:
         return path
-    return _PATH_PARAM_RE.sub(lambda m: "" if rules.strips(m.group(1)) else m.group(), path)
+    return _PATH_PARAM_RE.sub(
+        lambda m: "" if rules.strips(m.group(1), m.group(2)) else m.group(), path
+    )
 
 
 def _path_rejection(path: str, max_depth: int) -> Rejection | None:

@@ -49,7 +49,8 @@ BOMB_SIZE = 100_000_000
 BIG_SIZE = 20_000_000
 
 _TRACKING: tuple[str, ...] = ("utm_source=news", "utm_medium=email", "gclid=Cj0KCQ")
-_TRACKING += ("fbclid=IwAR2", "sid=42", "jsessionid=A1B2", "PHPSESSID=abc")
+_TRACKING += ("fbclid=IwAR2", "sid=9f86d081884c7d659a2feaa0c55ad015")
+_TRACKING += ("jsessionid=A1B2", "PHPSESSID=abc")
 _STYLES = ("absolute", "upper", "protocol", "escaped", "tracking", "reordered", "fragment", "dots")
 _SAME_HOST_STYLES = (*_STYLES, "root", "relative", "dot_relative", "spaces")
 _VOCABULARY = (
@@ -328,7 +329,11 @@ def _features(b: _Builder, www: str, other: str, off: tuple[str, ...], domain: s
         Link("/features/./target.html?a=1&b=2#", t),
         Link("/features/%74arget.html?a=%31&b=2", t),
         Link("/features/target.html?utm_source=news&a=1&gclid=xyz&b=2", t),
-        Link("/features/target.html?a=1&sessionid=s1&b=2&jsessionid=j&sid=1&phpsessid=p", t),
+        Link(
+            "/features/target.html?a=1&sessionid=s1&b=2&jsessionid=j"
+            "&sid=a3f5c2e1b7d9480f6e2c1a9b8d7e6f50&phpsessid=p",
+            t,
+        ),
         Link("  /features/target.html?a=1&b=2  ", t),
         Link(f"http://{www}.:{port}{target}", t),
         Link("/features/%7Etilde/page.html", tilde),
