@@ -1,0 +1,82 @@
+"""Sitemap conformance: the sitemaps.org examples and crawler-commons' parser cases.
+
+Every document is parsed and must give exactly the URLs (or child sitemaps) expected, in
+order, with their ``lastmod`` and ``priority`` (``changefreq`` is not kept: trawl learns
+how often a page changes from its own fetches). Where trawl deliberately differs from the
+lenient reference parser, the case is listed in ``DELIBERATE_DIFFERENCES`` with the
+reason and its own assertion, and the test checks that the list names only real cases.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trawl.sitemaps import MAX_BYTES, MAX_URLS, Sitemap, SitemapError, SitemapKind, parse_sitemap
+
+DATA = Path(__file__).parent / "data" / "conformance"
+SPEC: dict[str, Any] = json.loads((DATA / "sitemaps.json").read_text(encoding="utf-8"))
+DOCUMENTS: list[dict[str, Any]] = [*SPEC["sitemaps_org_examples"], *SPEC["crawler_commons_cases"]]
+KINDS = {
+    "urlset": SitemapKind.URLSET,
+    "sitemapindex": SitemapKind.INDEX,
+    "text": SitemapKind.TEXT,
+}
+
+DELIBERATE_DIFFERENCES: dict[str, str] = {
+    "cc-truncated": (
+        "XML that breaks anywhere refuses the whole file: what trawl takes from a site "
+        "must not depend on where a transfer or a generator stopped."
+    ),
+}
+
+
+def _when(written: str) -> float:
+    """A W3C Datetime as written in the vectors, as a POSIX timestamp (no zone: UTC)."""
+    moment = datetime.fromisoformat(written.replace("Z", "+00:00"))
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _expected(case: dict[str, Any]) -> list[tuple[str, float | None, float | None]]:
+    listed = case.get("expected_urls", case.get("expected_sitemaps"))
+    assert listed is not None, case["id"]
+    return [
+        (
+            item["loc"],
+            _when(item["lastmod"]) if "lastmod" in item else None,
+            float(item["priority"]) if "priority" in item else None,
+        )
+        for item in listed
+    ]
+
+
+PARSED = [c for c in DOCUMENTS if c["kind"] in KINDS and c["id"] not in DELIBERATE_DIFFERENCES]
+
+
+@pytest.mark.parametrize("case", PARSED, ids=[c["id"] for c in PARSED])
+def test_document_gives_the_expected_entries(case: dict[str, Any]) -> None:
+    parsed = parse_sitemap(case["content"].encode("utf-8"))
+    assert isinstance(parsed, Sitemap), parsed
+    assert parsed.kind is KINDS[case["kind"]]
+    got = [(e.loc, e.lastmod, e.priority) for e in parsed.entries]
+    assert got == _expected(case), case["basis"]
+
+
+def test_deliberate_differences_name_real_cases() -> None:
+    assert set(DELIBERATE_DIFFERENCES) <= {c["id"] for c in DOCUMENTS}
+
+
+def test_truncated_xml_is_refused_whole() -> None:
+    (case,) = [c for c in DOCUMENTS if c["id"] == "cc-truncated"]
+    assert parse_sitemap(case["content"].encode("utf-8")) is SitemapError.MALFORMED
+
+
+def test_the_protocol_limits_are_trawls() -> None:
+    facts = SPEC["sitemaps_org_facts"]
+    assert "at most 50,000 URLs" in facts["limits"]
+    assert f"({MAX_BYTES:,} bytes)" in facts["limits"]
+    assert MAX_URLS == 50_000
