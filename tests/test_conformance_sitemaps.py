@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from trawl.sitemap_links import may_list
 from trawl.sitemaps import MAX_BYTES, MAX_URLS, Sitemap, SitemapError, SitemapKind, parse_sitemap
 
 DATA = Path(__file__).parent / "data" / "conformance"
@@ -73,6 +74,37 @@ def test_deliberate_differences_name_real_cases() -> None:
 def test_truncated_xml_is_refused_whole() -> None:
     (case,) = [c for c in DOCUMENTS if c["id"] == "cc-truncated"]
     assert parse_sitemap(case["content"].encode("utf-8")) is SitemapError.MALFORMED
+    # Its one URL would be refused anyway: it is outside the sitemap's directory.
+    (listed,) = case["expected_urls"]
+    assert may_list(case["sitemap_url"], listed["loc"]) is listed["valid_for_sitemap_location"]
+
+
+RULE = SPEC["sitemaps_org_location_rule"]
+LOCATION_CASES: list[tuple[str, str, bool]] = [
+    *((RULE["sitemap_url"], url, True) for url in RULE["valid"]),
+    *((RULE["sitemap_url"], url, False) for url in RULE["invalid"]),
+    # The rule's own note: no URL of another host, a subdomain included.
+    ("http://www.example.com/sitemap.xml", "http://subdomain.example.com/", False),
+    *((c["sitemap_url"], c["url"], c["valid"]) for c in SPEC["crawler_commons_location_cases"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("sitemap", "url", "valid"), LOCATION_CASES, ids=[f"{u}-from-{s}" for s, u, _ in LOCATION_CASES]
+)
+def test_location_rule(sitemap: str, url: str, valid: bool) -> None:
+    assert may_list(sitemap, url) is valid
+
+
+def test_a_sitemap_robots_txt_names_may_list_that_hosts_urls() -> None:
+    # Cross-submission: www.example.com's robots.txt names a sitemap kept elsewhere.
+    sitemap, root = "http://maps.example.net/www/sitemap.xml", "http://www.example.com/"
+    assert may_list(sitemap, "http://www.example.com/any/page", root)
+    assert may_list(sitemap, "http://maps.example.net/www/own", root)
+    assert not may_list(sitemap, "https://www.example.com/any/page", root)
+    assert not may_list(sitemap, "http://maps.example.net/other", root)
+    assert not may_list(sitemap, "http://www.example.com.evil.test/", root)
+    assert not may_list("http://www.example.com:8080/sitemap.xml", "http://www.example.com/")
 
 
 def test_the_protocol_limits_are_trawls() -> None:

@@ -1,7 +1,7 @@
 """Sitemaps in whole crawls: found through robots.txt and /sitemap.xml, indexes, gzip and
-text sitemaps; their URLs scope- and robots-checked, their priority and lastmod kept;
-``--sitemaps-only``; and oversized or hostile sitemaps refused with a count, the crawl
-going on."""
+text sitemaps; their URLs scope-, robots- and location-checked, one hop deeper than their
+sitemap, their priority and lastmod kept; ``--sitemaps-only``; and oversized or hostile
+sitemaps refused with a count, the crawl going on."""
 
 from __future__ import annotations
 
@@ -30,32 +30,43 @@ def entry(loc: str, extra: str = "") -> str:
 
 
 def maps_site(port: int) -> Site:
-    """A seed page that links nowhere; every other page is known only from sitemaps."""
+    """A seed page that links nowhere; every other page is known only from sitemaps.
+
+    www's robots.txt names an index and, on the blog's host, a text sitemap of blog pages
+    and a sitemap of www pages kept in the blog's /maps/ (which it may list because
+    www's robots.txt names it). Refused by the location rule: a blog sitemap listed by
+    www's index, a blog page outside /maps/ listed from there, and an https page.
+    """
     www, blog = f"http://{WWW}:{port}", f"http://{BLOG}:{port}"
     index = (
         f'<?xml version="1.0"?><sitemapindex {NS}>'
         f"<sitemap><loc>{www}/sitemap-pages.xml.gz</loc></sitemap>"
-        f"<sitemap><loc>{blog}/posts.txt</loc></sitemap></sitemapindex>"
+        f"<sitemap><loc>{blog}/listed-by-www.xml</loc></sitemap></sitemapindex>"
     ).encode()
     pages = urlset(
         entry(f"{www}/a"), entry(f"{www}/b"), entry("http://elsewhere.example/x"),
         entry(f"{www}/private/p"), entry(f"{www}/a#again"),
+        entry(f"https://{WWW}:{port}/secure"),
     )  # fmt: skip
+    for_www = urlset(entry(f"{www}/w"), entry(f"{blog}/maps/m"), entry(f"{blog}/outside"))
+    robots = f"User-agent: *\nDisallow: /private/\nSitemap: {www}/index.xml\n"
+    robots += f"Sitemap: {blog}/posts.txt\nSitemap: {blog}/maps/www.xml\n"
     page = Response(body=b"<!doctype html><title>page</title><p>hello</p>")
     return Site.build(
         port,
         {
             f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
-            f"http://{WWW}/robots.txt": Response(
-                body=f"User-agent: *\nDisallow: /private/\nSitemap: {www}/index.xml\n".encode(),
-                content_type="text/plain",
-            ),
+            f"http://{WWW}/robots.txt": Response(body=robots.encode(), content_type="text/plain"),
             f"http://{WWW}/index.xml": Response(body=index, content_type=XML),
             f"http://{WWW}/sitemap-pages.xml.gz": Response(
                 body=gzip.compress(pages), content_type="application/gzip"
             ),
             f"http://{BLOG}/posts.txt": Response(
                 body=f"{blog}/c\n\n  {blog}/d  \nnot a url\n".encode(), content_type="text/plain"
+            ),
+            f"http://{BLOG}/maps/www.xml": Response(body=for_www, content_type=XML),
+            f"http://{BLOG}/listed-by-www.xml": Response(
+                body=urlset(entry(f"{blog}/never")), content_type=XML
             ),
             f"http://{WWW}/sitemap.xml": Response(
                 body=urlset(
@@ -66,8 +77,11 @@ def maps_site(port: int) -> Site:
                 ),
                 content_type=XML,
             ),
-            **{f"http://{WWW}{path}": page for path in ("/a", "/b", "/extra", "/private/p")},
-            **{f"http://{BLOG}{path}": page for path in ("/c", "/d")},
+            **{
+                f"http://{WWW}{path}": page
+                for path in ("/a", "/b", "/extra", "/private/p", "/w", "/secure")
+            },
+            **{f"http://{BLOG}{path}": page for path in ("/c", "/d", "/maps/m", "/outside")},
         },
         seeds=[f"http://{WWW}/"],
         hosts=[WWW, BLOG, "elsewhere.example"],
@@ -83,31 +97,81 @@ def gets(server: SiteServer) -> Counter[tuple[str, str]]:
     return Counter((r.host, r.path) for r in server.requests if r.path != "/robots.txt")
 
 
-async def test_sitemap_urls_are_crawled_within_scope_and_robots(
+async def test_sitemap_urls_are_crawled_within_scope_robots_and_location(
     crawl: CrawlRunner, tmp_path: Path
 ) -> None:
     with SiteServer(maps_site) as server:
         outcome = await crawl(server, soft_404=False, freshness=Freshness(sitemaps=True))
         requested = gets(server)
-    pages = {(WWW, p) for p in ("/", "/a", "/b", "/extra")} | {(BLOG, p) for p in ("/c", "/d")}
+    pages = {(WWW, p) for p in ("/", "/a", "/b", "/extra", "/w")}
+    pages |= {(BLOG, p) for p in ("/c", "/d", "/maps/m")}
     sitemaps = {(WWW, "/index.xml"), (WWW, "/sitemap-pages.xml.gz"), (BLOG, "/posts.txt"),
-                (WWW, "/sitemap.xml"), (BLOG, "/sitemap.xml")}  # fmt: skip
+                (BLOG, "/maps/www.xml"), (WWW, "/sitemap.xml"), (BLOG, "/sitemap.xml")}  # fmt: skip
     assert set(requested) == pages | sitemaps
     assert set(requested.values()) == {1}  # each fetched once, #again included
     fresh = outcome.summary.freshness
-    assert fresh["sitemaps_read"] == 4  # the blog's /sitemap.xml is a 404
-    assert fresh["sitemap_urls"] == 2 + 5 + 2 + 1
+    assert fresh["sitemaps_read"] == 5  # the blog's /sitemap.xml is a 404
+    assert fresh["sitemap_urls"] == 2 + 6 + 2 + 3 + 1
+    # listed-by-www.xml (another host than its index), /secure (another scheme) and
+    # the blog's /outside (outside /maps/, and not on the host whose robots.txt names it)
+    assert counters_of(outcome.data_dir)["sitemap_urls_refused"] == 3
     assert outcome.summary.off_scope >= 1
     assert outcome.in_state(State.BLOCKED) == {server.site.url(WWW, "/private/p")}
     assert outcome.summary.discovered == len(pages) + len(sitemaps) + 1
     extra = sqlite_query(
         outcome.data_dir, "SELECT priority, lastmod, kind FROM urls WHERE url LIKE '%/extra'"
     )
-    assert extra == [(priority(0, 0.9), 1714521600.0, 0)]
+    assert extra == [(priority(1, 0.9), 1714521600.0, 0)]
     kinds: dict[str, int] = dict(sqlite_query(outcome.data_dir, "SELECT url, kind FROM urls"))
     assert {url for url, kind in kinds.items() if kind == 1} == {
         server.site.url(host, path) for host, path in sitemaps
     }
+    # A listed URL is one hop deeper than its sitemap; robots.txt's sitemaps are at 0.
+    depths: dict[str, int] = dict(sqlite_query(outcome.data_dir, "SELECT url, depth FROM urls"))
+    expected = {(WWW, "/index.xml"): 0, (WWW, "/sitemap-pages.xml.gz"): 1, (WWW, "/a"): 2,
+                (BLOG, "/posts.txt"): 0, (BLOG, "/c"): 1, (BLOG, "/maps/m"): 1,
+                (WWW, "/w"): 1, (WWW, "/sitemap.xml"): 0, (WWW, "/extra"): 1}  # fmt: skip
+    assert {key: depths[server.site.url(*key)] for key in expected} == expected
+
+
+def chain_site(port: int) -> Site:
+    """A trap: each sitemap is an index of the next, each listing one page too."""
+    www = f"http://{WWW}:{port}"
+    routes = {
+        f"http://{WWW}/sitemap-{n}.xml": Response(
+            body=(
+                f'<?xml version="1.0"?><sitemapindex {NS}>'
+                f"<sitemap><loc>{www}/sitemap-{n + 1}.xml</loc></sitemap></sitemapindex>"
+            ).encode(),
+            content_type=XML,
+        )
+        for n in range(20)
+    }
+    return Site.build(
+        port,
+        {
+            f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
+            f"http://{WWW}/robots.txt": Response(
+                body=f"User-agent: *\nSitemap: {www}/sitemap-0.xml\n".encode(),
+                content_type="text/plain",
+            ),
+            **routes,
+        },
+        seeds=[f"http://{WWW}/"],
+    )
+
+
+async def test_a_chain_of_sitemap_indexes_ends_at_the_hop_depth_limit(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(chain_site) as server:
+        outcome = await crawl(
+            server, soft_404=False, limits=Limits(max_depth=3), freshness=Freshness(sitemaps=True)
+        )
+        requested = gets(server)
+    chain = sorted(path for _, path in requested if path.startswith("/sitemap-"))
+    assert chain == [f"/sitemap-{n}.xml" for n in range(4)]
+    assert outcome.summary.limits["too_deep"] == 1
 
 
 async def test_sitemaps_only_starts_from_the_seeds_sitemaps(crawl: CrawlRunner) -> None:

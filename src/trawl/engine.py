@@ -774,7 +774,7 @@ class Crawler:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and url.kind == Kind.SITEMAP:
             change = body_hash(result.body)
-            await asyncio.to_thread(read_sitemap, url.url, result, self._sitemap_links, batch)
+            await asyncio.to_thread(read_sitemap, url, result, self._sitemap_links, batch)
         elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
             error = "soft_404"
             batch.count(error)
