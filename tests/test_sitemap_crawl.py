@@ -1,7 +1,7 @@
 """Sitemaps in whole crawls: found through robots.txt and /sitemap.xml, indexes, gzip and
-text sitemaps; their URLs scope-, robots- and location-checked, one hop deeper than their
-sitemap, their priority and lastmod kept; ``--sitemaps-only``; and oversized or hostile
-sitemaps refused with a count, the crawl going on."""
+text sitemaps, RSS and Atom feeds; their URLs scope-, robots- and location-checked, one
+hop deeper than their sitemap, their priority and lastmod kept; ``--sitemaps-only``; and
+oversized or hostile sitemaps refused with a count, the crawl going on."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from trawl.config import Freshness, Limits
 from trawl.priority import priority
 from trawl.store.base import State
 from trawl.testsite import Response, Site, SiteServer
+from trawl.testsite.listing import Listing, ListingFormat
 
 WWW, BLOG = "www.maps.test", "blog.maps.test"
 XML = "application/xml"
@@ -293,3 +294,47 @@ async def test_a_high_priority_sitemap_page_is_fetched_first(crawl: CrawlRunner)
         order = [r.path for r in server.requests if r.path.startswith(("/vip", "/low/"))]
     assert len(order) == 11
     assert order[0] == "/vip"
+
+
+def feeds_site(port: int) -> Site:
+    """robots.txt names an RSS and an Atom feed, each listing two pages with their times."""
+    www = f"http://{WWW}:{port}"
+    rss = Listing(ListingFormat.RSS, {f"{www}/r1": 1714521600.0, f"{www}/r2": 1714608000.0},
+                  home=f"{www}/rss-home")  # fmt: skip
+    atom = Listing(ListingFormat.ATOM, {f"{www}/a1": 1714694400.0, f"{www}/a2": 1714780800.0},
+                   home=f"{www}/atom-home")  # fmt: skip
+    robots = f"User-agent: *\nSitemap: {www}/feed.rss\nSitemap: {www}/atom.xml\n"
+    page = Response(body=b"<!doctype html><title>page</title>")
+    return Site.build(
+        port,
+        {
+            f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
+            f"http://{WWW}/robots.txt": Response(body=robots.encode(), content_type="text/plain"),
+            f"http://{WWW}/feed.rss": rss,
+            f"http://{WWW}/atom.xml": atom,
+            **{f"http://{WWW}/{name}": page for name in ("r1", "r2", "a1", "a2")},
+        },
+        seeds=[f"http://{WWW}/"],
+    )
+
+
+async def test_rss_and_atom_feeds_are_read_as_sitemaps(crawl: CrawlRunner) -> None:
+    with SiteServer(feeds_site) as server:
+        outcome = await crawl(server, soft_404=False, freshness=Freshness(sitemaps=True))
+        requested = gets(server)
+    assert set(requested) == {
+        (WWW, path) for path in ("/", "/feed.rss", "/atom.xml", "/sitemap.xml", "/r1", "/r2",
+                                 "/a1", "/a2")
+    }  # fmt: skip
+    fresh = outcome.summary.freshness
+    assert fresh["sitemaps_read"] == 2
+    assert fresh["sitemap_urls"] == 4
+    assert "sitemap_errors" not in fresh  # /sitemap.xml is a 404
+    rows = sqlite_query(
+        outcome.data_dir, "SELECT url, lastmod, depth FROM urls WHERE lastmod IS NOT NULL"
+    )
+    assert sorted(rows) == [
+        (server.site.url(WWW, path), when, 1)
+        for path, when in (("/a1", 1714694400.0), ("/a2", 1714780800.0),
+                           ("/r1", 1714521600.0), ("/r2", 1714608000.0))
+    ]  # fmt: skip
