@@ -6,16 +6,26 @@ oversized or hostile sitemaps refused with a count, the crawl going on."""
 from __future__ import annotations
 
 import gzip
+import json
+import math
+import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from conftest import CrawlRunner, read_rows
+from pg import URL as PG_URL
+from pg import crawl_name
+from test_cli import trawl
 from test_store import sqlite_query
 from trawl.config import Freshness, Limits
 from trawl.priority import priority
 from trawl.store.base import State
 from trawl.testsite import Response, Site, SiteServer
 from trawl.testsite.listing import Listing, ListingFormat
+
+__all__ = ["crawl_name"]
 
 WWW, BLOG = "www.maps.test", "blog.maps.test"
 XML = "application/xml"
@@ -338,3 +348,70 @@ async def test_rss_and_atom_feeds_are_read_as_sitemaps(crawl: CrawlRunner) -> No
         for path, when in (("/a1", 1714694400.0), ("/a2", 1714780800.0),
                            ("/r1", 1714521600.0), ("/r2", 1714608000.0))
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_recrawl_pass_revalidates_sitemaps_and_takes_what_their_lastmod_changed(
+    engine: str, crawl_name: str, tmp_path: Path
+) -> None:
+    sitemap, feed = Listing(ListingFormat.URLSET), Listing(ListingFormat.ATOM)
+
+    def site(port: int) -> Site:
+        www = f"http://{WWW}:{port}"
+        sitemap.lastmods.update({f"{www}/p1": 1_700_000_000.0, f"{www}/p2": 1_700_000_000.0})
+        feed.lastmods.update({f"{www}/a1": 1_700_000_000.0})
+        page = Response(body=b"<!doctype html><title>page</title>")
+        return Site.build(
+            port,
+            {
+                f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
+                f"http://{WWW}/robots.txt": Response(
+                    body=f"User-agent: *\nSitemap: {www}/atom.xml\n".encode(),
+                    content_type="text/plain",
+                ),
+                f"http://{WWW}/sitemap.xml": sitemap,
+                f"http://{WWW}/atom.xml": feed,
+                **{f"http://{WWW}/{name}": page for name in ("p1", "p2", "a1")},
+            },
+            seeds=[f"http://{WWW}/"],
+        )
+
+    where = ["--data-dir", str(tmp_path / "data")]
+    if engine == "postgresql":
+        where += ["--store", PG_URL, "--crawl", crawl_name]
+    with SiteServer(site) as server:
+        local = [*where, *server.resolve_args(), "--no-progress", "--json"]
+        crawled = trawl("crawl", *server.site.seeds, "--sitemaps", "--delay", "0",
+                        "--no-soft-404", *local)  # fmt: skip
+        assert crawled.code == 0, crawled.err
+        assert {(WWW, f"/{name}") for name in ("p1", "p2", "a1")} <= set(gets(server))
+
+        def recrawl() -> dict[str, list[tuple[int, str | None]]]:
+            before = len(server.requests)
+            run = trawl("recrawl", *local)
+            assert run.code == 0, run.err
+            answers: dict[str, list[tuple[int, str | None]]] = {}
+            for r in server.requests[before:]:
+                if r.path != "/robots.txt":
+                    answers.setdefault(r.path, []).append(
+                        (r.status, r.headers.get("If-None-Match"))
+                    )
+            return answers
+
+        # Nothing changed: the pass asks for each sitemap with its ETag, and gets a 304.
+        unchanged = recrawl()
+        assert set(unchanged) == {"/sitemap.xml", "/atom.xml"}
+        assert all(status == 304 and etag for ((status, etag),) in unchanged.values())
+        # A page's lastmod moves past its fetch: the next pass fetches it, and only it.
+        changed_at = math.ceil(time.time()) + 1.0
+        sitemap.lastmods[server.site.url(WWW, "/p1")] = changed_at
+        feed.lastmods[server.site.url(WWW, "/a1")] = changed_at
+        changed = recrawl()
+        assert changed == {
+            "/sitemap.xml": [(200, unchanged["/sitemap.xml"][0][1])],
+            "/atom.xml": [(200, unchanged["/atom.xml"][0][1])],
+            "/p1": [(200, None)],
+            "/a1": [(200, None)],
+        }
+        status = trawl("status", *where, "--json")
+    assert json.loads(status.out)["freshness"]["recrawled"] == 2 + 4

@@ -259,14 +259,25 @@ class Crawler:
             await self._store.set_meta(POLICY_KEY, policy_json(self._config))
         if await self._store.get_meta("created_at") is None:
             await self._store.set_meta("created_at", f"{time.time():.3f}")
-        if self._config.freshness.recrawl_pass is not None:
-            await self._requeue(every=self._config.freshness.recrawl_pass is RecrawlPass.ALL)
+        fresh = self._config.freshness
+        # A pass over what is due reads the sitemaps again first (conditional GETs), so
+        # that a page whose lastmod changed is due by the time the pass queues pages.
+        sitemaps_first = False
+        if fresh.recrawl_pass is RecrawlPass.DUE and fresh.reads_sitemaps:
+            requeued = await self._store.requeue_due(time.time(), REQUEUE_BATCH, sitemaps=True)
+            sitemaps_first = requeued > 0
+        if fresh.recrawl_pass is not None and not sitemaps_first:
+            await self._requeue(every=fresh.recrawl_pass is RecrawlPass.ALL)
         async with asyncio.TaskGroup() as group:
             committer = group.create_task(self._committer.run())
             refill = group.create_task(self._refill_loop())
             renew = group.create_task(self._renew_loop())
             await self._add_seeds()
             await self._dispatch_loop(group)
+            if sitemaps_first and self._state == "done":
+                await self._requeue(every=False)
+                self._refill_wanted.set()
+                await self._dispatch_loop(group)
             # The loops are asked to end, not cancelled: a cancellation that lands just
             # as a database call returns can be lost (asyncio.wait_for on Python 3.11).
             self._ending = True
