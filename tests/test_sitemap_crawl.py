@@ -415,3 +415,33 @@ def test_a_recrawl_pass_revalidates_sitemaps_and_takes_what_their_lastmod_change
         }
         status = trawl("status", *where, "--json")
     assert json.loads(status.out)["freshness"]["recrawled"] == 2 + 4
+
+
+def moved_site(port: int) -> Site:
+    """/sitemap.xml redirects to where the sitemap now is, as http-to-https moves do."""
+    www = f"http://{WWW}:{port}"
+    page = Response(body=b"<!doctype html><title>page</title>")
+    return Site.build(
+        port,
+        {
+            f"http://{WWW}/": Response(body=b"<!doctype html><title>seed</title>"),
+            f"http://{WWW}/sitemap.xml": Response(
+                status=301, headers=(("Location", f"{www}/maps/current.xml"),)
+            ),
+            f"http://{WWW}/maps/current.xml": Response(
+                body=urlset(entry(f"{www}/listed")), content_type=XML
+            ),
+            f"http://{WWW}/listed": page,
+        },
+        seeds=[f"http://{WWW}/"],
+    )
+
+
+async def test_a_redirected_sitemap_is_read_as_a_sitemap(crawl: CrawlRunner) -> None:
+    with SiteServer(moved_site) as server:
+        outcome = await crawl(server, soft_404=False, freshness=Freshness(sitemaps=True))
+        requested = gets(server)
+    assert (WWW, "/listed") in requested
+    assert outcome.summary.freshness["sitemaps_read"] == 1
+    kinds: dict[str, int] = dict(sqlite_query(outcome.data_dir, "SELECT url, kind FROM urls"))
+    assert kinds[server.site.url(WWW, "/maps/current.xml")] == 1

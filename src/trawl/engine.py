@@ -45,7 +45,13 @@ from trawl.robots_gate import RobotsGate
 from trawl.rules import BLOCKED_ERROR, RULES_KEY, OperatorRules
 from trawl.scope import Scope
 from trawl.seen import SeenSet
-from trawl.sitemap_links import DEFAULT_SITEMAP, host_sitemaps, queue_sitemaps, read_sitemap
+from trawl.sitemap_links import (
+    DEFAULT_SITEMAP,
+    host_sitemaps,
+    queue_sitemaps,
+    read_sitemap,
+    redirected,
+)
 from trawl.sitemaps import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.soft404 import Soft404Detector
 from trawl.store.base import (
@@ -844,4 +850,5 @@ class Crawler:
         candidate = self._links.candidate(target, None, url.depth, batch, hops)
         if candidate is not None:
             batch.new_urls.append(candidate._replace(origin=url.origin or url.url))
+            redirected(url, candidate.id, batch)
         return target

@@ -1,7 +1,8 @@
 """The sitemap stage: sitemaps are found per host, and a fetched one becomes URLs.
 
 A sitemap is a URL of kind SITEMAP in the frontier, so it is fetched like any page:
-under the host's lease and politeness, after robots.txt allows it, with retries. With
+under the host's lease and politeness, after robots.txt allows it, with retries; a
+redirect it answers with leads to a sitemap too (an http sitemap moved to https). With
 ``--sitemaps``, when a host's robots.txt is fetched its ``Sitemap:`` lines and its
 ``/sitemap.xml`` are queued (``--sitemaps-only`` queues the seeds' ``/sitemap.xml``
 instead of the seed pages). A fetched sitemap is parsed by trawl.sitemaps, within the
@@ -68,6 +69,14 @@ def queue_sitemaps(urls: Iterable[str], base: str, links: LinkFilter, batch: Com
         if candidate is not None:
             batch.new_urls.append(candidate._replace(origin=origin))
             batch.listed[candidate.id] = _SITEMAP
+
+
+def redirected(source: QueuedURL, target_id: int, batch: CommitBatch) -> None:
+    """A redirect answering a sitemap leads to the sitemap: queue its target
+    (``target_id``, a candidate in ``batch``) as one; a page's redirect is left alone.
+    The target carries the authority of the URL that redirected (its ``origin``)."""
+    if source.kind == Kind.SITEMAP:
+        batch.listed[target_id] = _SITEMAP
 
 
 def host_sitemaps(some_url: str, named: Iterable[str]) -> list[str]:
