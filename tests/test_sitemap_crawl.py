@@ -445,3 +445,40 @@ async def test_a_redirected_sitemap_is_read_as_a_sitemap(crawl: CrawlRunner) -> 
     assert outcome.summary.freshness["sitemaps_read"] == 1
     kinds: dict[str, int] = dict(sqlite_query(outcome.data_dir, "SELECT url, kind FROM urls"))
     assert kinds[server.site.url(WWW, "/maps/current.xml")] == 1
+
+
+def hosts_trap_site(port: int) -> Site:
+    """A trap across hosts: each host's robots.txt names a sitemap listing a page that
+    links to the next host, whose robots.txt names a sitemap in turn."""
+    names = [f"h{n}.maps.test" for n in range(10)]
+    routes: dict[str, Response] = {
+        f"http://{WWW}/": Response(body=f'<a href="http://{names[0]}:{port}/">h0</a>'.encode())
+    }
+    for n, name in enumerate(names):
+        base = f"http://{name}:{port}"
+        after = f"http://{names[(n + 1) % len(names)]}:{port}/"
+        routes |= {
+            f"http://{name}/": Response(body=b"<!doctype html><title>root</title>"),
+            f"http://{name}/robots.txt": Response(
+                body=f"User-agent: *\nSitemap: {base}/sm.xml\n".encode(),
+                content_type="text/plain",
+            ),
+            f"http://{name}/sm.xml": Response(body=urlset(entry(f"{base}/p")), content_type=XML),
+            f"http://{name}/p": Response(body=f'<a href="{after}">next</a>'.encode()),
+        }
+    return Site.build(port, routes, seeds=[f"http://{WWW}/"], hosts=[WWW, *names])
+
+
+async def test_a_hosts_sitemaps_start_at_the_depth_the_crawl_reached_it(
+    crawl: CrawlRunner,
+) -> None:
+    with SiteServer(hosts_trap_site) as server:
+        outcome = await crawl(
+            server, soft_404=False, limits=Limits(max_depth=4), freshness=Freshness(sitemaps=True)
+        )
+        requested = gets(server)
+    # h0's root is 1 hop from the seed, its sitemap too, its page 2; h1's root is 3 hops,
+    # its sitemap 3, its page 4; h2's root would be 5.
+    assert {host for host, path in requested if path == "/p"} == {"h0.maps.test", "h1.maps.test"}
+    depths: dict[str, int] = dict(sqlite_query(outcome.data_dir, "SELECT url, depth FROM urls"))
+    assert depths[server.site.url("h1.maps.test", "/sm.xml")] == 3

@@ -323,7 +323,7 @@ class Crawler:
         batch = CommitBatch()
         for seed in self._seeds:
             if self._config.freshness.sitemaps_only:
-                queue_sitemaps([DEFAULT_SITEMAP], seed, self._links, batch)
+                queue_sitemaps([DEFAULT_SITEMAP], seed, 0, self._links, batch)
                 continue
             candidate = self._links.candidate(seed, None, 0, batch)
             if candidate is not None:
@@ -598,13 +598,14 @@ class Crawler:
     async def _robots_job(self, slot: HostSlot, fence: Fence) -> None:
         started = self._clock()
         some_url = slot.queue[0].url
+        reached_at = slot.queue[0].depth
         answer = await self._robots.check(slot.id, some_url)
         batch = CommitBatch(fence=fence)
         if answer.fetched:
             batch.count("robots_fetches")
             if answer.rules is not None and self._config.freshness.reads_sitemaps:
                 named = host_sitemaps(some_url, answer.rules.sitemaps)
-                queue_sitemaps(named, some_url, self._links, batch)
+                queue_sitemaps(named, some_url, reached_at, self._links, batch)
         pause = 0.0
         if answer.refused:
             # The host's address is not one trawl may connect to: fail its URLs with that

@@ -10,7 +10,9 @@ protocol's limits; a refused one is counted under ``sitemap_error:<reason>``.
 
 Each entry goes through the URL filter like a link (normalised, validated, scope and
 include/exclude checked), one hop deeper than the sitemap, so the hop-depth limit holds
-for what sitemaps list as for links, and a chain of sitemap indexes ends there too.
+for what sitemaps list as for links, and a chain of sitemap indexes ends there too. The
+sitemaps of a host are as deep as the URL that brought the crawl to the host (a seed's
+host's are at depth 0), so a trap of hosts that each name a sitemap ends there as well.
 
 The location rule (sitemaps.org): a sitemap may list only URLs under its own directory,
 on its own scheme, host and port; an entry outside is dropped and counted as
@@ -59,13 +61,16 @@ def may_list(sitemap: str, url: str, origin: str | None = None) -> bool:
     )
 
 
-def queue_sitemaps(urls: Iterable[str], base: str, links: LinkFilter, batch: CommitBatch) -> None:
-    """Queue the sitemaps at ``urls`` (resolved against ``base``, a normalised URL of the
-    host whose robots.txt names them) in ``batch``, with that host's authority."""
+def queue_sitemaps(
+    urls: Iterable[str], base: str, depth: int, links: LinkFilter, batch: CommitBatch
+) -> None:
+    """Queue the sitemaps at ``urls`` (resolved against ``base``, a URL of the host whose
+    robots.txt names them, found ``depth`` hops from a seed) in ``batch``, at that depth
+    and with that host's authority."""
     root = normalize("/", base, DEFAULT_RULES)
     origin = root if isinstance(root, str) else None
     for href in urls:
-        candidate = links.candidate(href, base, 0, batch)
+        candidate = links.candidate(href, base, depth, batch)
         if candidate is not None:
             batch.new_urls.append(candidate._replace(origin=origin))
             batch.listed[candidate.id] = _SITEMAP
