@@ -784,6 +784,22 @@ _FRAGMENTS = st.sampled_from(
         '<?xml version="1.0" encoding="UTF-16"?>',
         '<?xml version="1.0" encoding="bogus"?>',
         '<?xml version="1.0" encoding="ISO-8859-1"?>',
+        '<rss version="2.0">',
+        "<channel>",
+        "<item>",
+        "</item>",
+        "<link>",
+        "</link>",
+        "<pubDate>",
+        "</pubDate>",
+        "Mon, 04 Mar 99 25:61:61 -9999",
+        f'<feed xmlns="{ATOM}">',
+        "<entry>",
+        "</entry>",
+        '<link href="https://www.example.com/a"/>',
+        '<link rel="alternate" href="',
+        "<updated>",
+        "</updated>",
     ]
 )
 
