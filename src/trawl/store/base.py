@@ -78,7 +78,9 @@ class NewURL(NamedTuple):
     depth: int
     redirect_hops: int = 0
     origin: str | None = None
-    """For a redirect target: the first URL of the redirect chain that led to it."""
+    """For a redirect target: the first URL of the redirect chain that led to it. For a
+    sitemap: the URL under whose directory it may list pages besides its own (the root of
+    the host whose robots.txt named it, or what the index that listed it carries)."""
 
 
 CLAIM_COLUMNS = (
