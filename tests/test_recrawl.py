@@ -438,3 +438,22 @@ async def test_inlink_levels_raise_priority_once_and_rank_only_when_queued(
     assert stored[done.id][1] == ranks_before[done.id]
     a = await host_of(store, "a.test")
     assert [u.id for u in await claim_all(store, a, 0.0)] == [popular.id, first.id]
+
+
+async def test_a_recrawl_pass_can_queue_every_sitemap_whatever_its_due_time(
+    store: Engine, open_store: OpenStore
+) -> None:
+    page, sitemap, other = url("a.test", 1), url("a.test", 2), url("b.test", 3)
+    batch = CommitBatch(new_urls=[page, sitemap, other])
+    batch.listed[sitemap.id] = batch.listed[other.id] = Listed(Kind.SITEMAP, None)
+    await store.commit(batch)
+    hosts = [await host_of(store, name) for name in ("a.test", "b.test")]
+    claimed = [u for host in hosts for u in await claim_all(store, host, 0.0)]
+    await answer(store, claimed, fetched_at=100.0, due_at=9000.0)
+    assert await store.requeue_due(now=200.0, limit=10) == 0
+    assert await store.requeue_due(now=200.0, limit=10, sitemaps=True) == 2
+    again = [u for host in hosts for u in await claim_all(store, host, 200.0)]
+    assert sorted(u.id for u in again) == sorted((sitemap.id, other.id))
+    assert all(u.kind == Kind.SITEMAP for u in again)
+    assert open_store.query("SELECT sum(queued), sum(fetched) FROM hosts") == [(0, 1)]
+    assert (await store.counters())["recrawls_queued"] == 2

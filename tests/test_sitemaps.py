@@ -392,6 +392,110 @@ def test_priority_bounds(text: str, expected: float | None) -> None:
     assert _one(f"<loc>{SITE}/</loc><priority>{text}</priority>").priority == expected
 
 
+# --- feeds ------------------------------------------------------------------------------
+
+ATOM = "http://www.w3.org/2005/Atom"
+
+
+def _rss(*items: str, channel: str = "") -> bytes:
+    body = "".join(f"<item>{item}</item>" for item in items)
+    return f'<rss version="2.0"><channel><title>t</title>{channel}{body}</channel></rss>'.encode()
+
+
+def _atom(*entries: str, feed: str = "") -> bytes:
+    body = "".join(f"<entry>{entry}</entry>" for entry in entries)
+    return f'<feed xmlns="{ATOM}"><title>t</title>{feed}{body}</feed>'.encode()
+
+
+def test_rss_items_give_their_link_and_pub_date() -> None:
+    body = _rss(
+        f"<title>a</title><link> {SITE}/a </link><pubDate>Mon, 04 Mar 2024 00:00:00 GMT</pubDate>",
+        f"<link>{SITE}/b</link><guid>{SITE}/not-this</guid>",
+        f"<guid isPermaLink='true'>{SITE}/guid-only</guid>",
+        channel=f"<link>{SITE}/channel</link><pubDate>Mon, 04 Mar 2024 00:00:00 GMT</pubDate>",
+    )
+    assert _parsed(body) == Sitemap(
+        SitemapKind.RSS, (SitemapEntry(f"{SITE}/a", 1709510400.0), SitemapEntry(f"{SITE}/b"))
+    )
+
+
+def test_an_atom_link_in_an_rss_item_is_not_its_link() -> None:
+    body = (
+        f'<rss version="2.0" xmlns:atom="{ATOM}"><channel><item>'
+        f'<atom:link href="{SITE}/atom" rel="alternate"/><link>{SITE}/rss</link>'
+        "</item></channel></rss>"
+    ).encode()
+    assert [e.loc for e in _parsed(body).entries] == [f"{SITE}/rss"]
+
+
+def test_items_outside_the_channel_are_not_entries() -> None:
+    body = f'<rss version="2.0"><item><link>{SITE}/a</link></item><channel/></rss>'.encode()
+    assert _parsed(body).entries == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Mon, 04 Mar 2024 00:00:00 GMT", 1709510400.0),
+        ("Mon, 04 Mar 2024 00:00:00 +0000", 1709510400.0),
+        ("04 Mar 2024 01:30:00 +0130", 1709510400.0),
+        ("Sun, 03 Mar 2024 19:00:00 EST", 1709510400.0),
+        ("Sun, 03 Mar 2024 16:00 PST", 1709510400.0),
+        ("4 mar 24 00:00:00 UT", 1709510400.0),
+        ("Thu, 04 Mar 99 00:00:00 GMT", 920505600.0),
+    ],
+)
+def test_rss_pub_date_formats(text: str, expected: float) -> None:
+    (entry,) = _parsed(_rss(f"<link>{SITE}/</link><pubDate>{text}</pubDate>")).entries
+    assert entry.lastmod == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Mon, 04 Mar 2024 00:00:00",  # no zone: which moment is unknown
+        "Mon, 04 Mar 2024 00:00:00 A",  # a military zone, of no agreed meaning
+        "Mon, 31 Feb 2024 00:00:00 GMT",
+        "Mon, 04 Foo 2024 00:00:00 GMT",
+        "2024-03-04",
+        "",
+        "Mon, 04 Mar 2024 25:00:00 GMT",
+    ],
+)
+def test_bad_rss_pub_date_is_none(text: str) -> None:
+    (entry,) = _parsed(_rss(f"<link>{SITE}/</link><pubDate>{text}</pubDate>")).entries
+    assert entry.lastmod is None
+
+
+def test_atom_entries_give_their_alternate_link_and_updated() -> None:
+    body = _atom(
+        f'<link rel="edit" href="{SITE}/edit"/><link rel="alternate" href="{SITE}/a"/>'
+        f'<link href="{SITE}/second"/><updated>2024-03-04T00:00:00Z</updated>'
+        "<published>2020-01-01T00:00:00Z</published>",
+        f'<link rel="enclosure" href="{SITE}/b.mp3"/><link href="{SITE}/b"/>',
+        f'<link rel="self" href="{SITE}/self-only"/>',
+        "<link/>",
+        feed=f'<link rel="self" href="{SITE}/feed"/><link href="{SITE}/"/>'
+        "<updated>2024-03-04T00:00:00Z</updated>",
+    )
+    assert _parsed(body) == Sitemap(
+        SitemapKind.ATOM, (SitemapEntry(f"{SITE}/a", 1709510400.0), SitemapEntry(f"{SITE}/b"))
+    )
+
+
+def test_feeds_have_the_limits_of_sitemaps() -> None:
+    rss = _rss(*(f"<link>{SITE}/{i}</link>" for i in range(3)))
+    atom = _atom(*(f'<link href="{SITE}/{i}"/>' for i in range(3)))
+    for body in (rss, atom, gzip.compress(rss), gzip.compress(atom)):
+        assert len(_parsed(body, max_urls=3).entries) == 3
+        assert parse_sitemap(body, max_urls=2) is SitemapError.TOO_MANY_URLS
+    long = "x" * MAX_FIELD_CHARS
+    assert _parsed(_atom(f'<link href="{SITE}/{long}"/>')).entries == ()
+    assert _parsed(_rss(f"<link>{SITE}/{long}</link>")).entries == ()
+    doctype = b'<?xml version="1.0"?><!DOCTYPE rss [<!ENTITY e "x">]>' + _rss()
+    assert parse_sitemap(doctype) is SitemapError.DTD_FORBIDDEN
+
+
 # --- limits -------------------------------------------------------------------------------
 
 
@@ -570,7 +674,11 @@ def test_undefined_entity_is_malformed() -> None:
     "body",
     [
         pytest.param(b"<html><body><p>Not found</p></body></html>", id="html"),
-        pytest.param(b'<?xml version="1.0"?><rss version="2.0"><channel/></rss>', id="rss"),
+        pytest.param(
+            b'<feed xmlns="http://purl.org/atom/ns#"><entry><link href="/a"/></entry></feed>',
+            id="atom-0.3",
+        ),
+        pytest.param(b'<feed><entry><link href="/a"/></entry></feed>', id="feed-without-atom"),
         pytest.param(b"<url><loc>https://www.example.com/a</loc></url>", id="url-as-root"),
         pytest.param(b"<html><body><br></body>", id="broken-html"),
     ],
@@ -676,6 +784,22 @@ _FRAGMENTS = st.sampled_from(
         '<?xml version="1.0" encoding="UTF-16"?>',
         '<?xml version="1.0" encoding="bogus"?>',
         '<?xml version="1.0" encoding="ISO-8859-1"?>',
+        '<rss version="2.0">',
+        "<channel>",
+        "<item>",
+        "</item>",
+        "<link>",
+        "</link>",
+        "<pubDate>",
+        "</pubDate>",
+        "Mon, 04 Mar 99 25:61:61 -9999",
+        f'<feed xmlns="{ATOM}">',
+        "<entry>",
+        "</entry>",
+        '<link href="https://www.example.com/a"/>',
+        '<link rel="alternate" href="',
+        "<updated>",
+        "</updated>",
     ]
 )
 

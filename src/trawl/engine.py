@@ -45,7 +45,13 @@ from trawl.robots_gate import RobotsGate
 from trawl.rules import BLOCKED_ERROR, RULES_KEY, OperatorRules
 from trawl.scope import Scope
 from trawl.seen import SeenSet
-from trawl.sitemap_links import DEFAULT_SITEMAP, host_sitemaps, queue_sitemaps, read_sitemap
+from trawl.sitemap_links import (
+    DEFAULT_SITEMAP,
+    host_sitemaps,
+    queue_sitemaps,
+    read_sitemap,
+    redirected,
+)
 from trawl.sitemaps import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.soft404 import Soft404Detector
 from trawl.store.base import (
@@ -260,14 +266,25 @@ class Crawler:
             await self._store.set_meta(POLICY_KEY, policy_json(self._config))
         if await self._store.get_meta("created_at") is None:
             await self._store.set_meta("created_at", f"{time.time():.3f}")
-        if self._config.freshness.recrawl_pass is not None:
-            await self._requeue(every=self._config.freshness.recrawl_pass is RecrawlPass.ALL)
+        fresh = self._config.freshness
+        # A pass over what is due reads the sitemaps again first (conditional GETs), so
+        # that a page whose lastmod changed is due by the time the pass queues pages.
+        sitemaps_first = False
+        if fresh.recrawl_pass is RecrawlPass.DUE and fresh.reads_sitemaps:
+            requeued = await self._store.requeue_due(time.time(), REQUEUE_BATCH, sitemaps=True)
+            sitemaps_first = requeued > 0
+        if fresh.recrawl_pass is not None and not sitemaps_first:
+            await self._requeue(every=fresh.recrawl_pass is RecrawlPass.ALL)
         async with asyncio.TaskGroup() as group:
             committer = group.create_task(self._committer.run())
             refill = group.create_task(self._refill_loop())
             renew = group.create_task(self._renew_loop())
             await self._add_seeds()
             await self._dispatch_loop(group)
+            if sitemaps_first and self._state == "done":
+                await self._requeue(every=False)
+                self._refill_wanted.set()
+                await self._dispatch_loop(group)
             # The loops are asked to end, not cancelled: a cancellation that lands just
             # as a database call returns can be lost (asyncio.wait_for on Python 3.11).
             self._ending = True
@@ -307,7 +324,7 @@ class Crawler:
         batch = CommitBatch()
         for seed in self._seeds:
             if self._config.freshness.sitemaps_only:
-                queue_sitemaps([DEFAULT_SITEMAP], seed, self._links, batch)
+                queue_sitemaps([DEFAULT_SITEMAP], seed, 0, self._links, batch)
                 continue
             candidate = self._links.candidate(seed, None, 0, batch)
             if candidate is not None:
@@ -582,13 +599,14 @@ class Crawler:
     async def _robots_job(self, slot: HostSlot, fence: Fence) -> None:
         started = self._clock()
         some_url = slot.queue[0].url
+        reached_at = slot.queue[0].depth
         answer = await self._robots.check(slot.id, some_url)
         batch = CommitBatch(fence=fence)
         if answer.fetched:
             batch.count("robots_fetches")
             if answer.rules is not None and self._config.freshness.reads_sitemaps:
                 named = host_sitemaps(some_url, answer.rules.sitemaps)
-                queue_sitemaps(named, some_url, self._links, batch)
+                queue_sitemaps(named, some_url, reached_at, self._links, batch)
         pause = 0.0
         if answer.refused:
             # The host's address is not one trawl may connect to: fail its URLs with that
@@ -776,7 +794,7 @@ class Crawler:
             redirect_to = self._redirect(url, result.location, batch)
         elif status == 200 and url.kind == Kind.SITEMAP:
             change = body_hash(result.body)
-            await asyncio.to_thread(read_sitemap, url.url, result, self._sitemap_links, batch)
+            await asyncio.to_thread(read_sitemap, url, result, self._sitemap_links, batch)
         elif status == 200 and self._soft404.matches(url.host_id, url.url, url.depth, result.body):
             error = "soft_404"
             batch.count(error)
@@ -841,4 +859,5 @@ class Crawler:
         candidate = self._links.candidate(target, None, url.depth, batch, hops)
         if candidate is not None:
             batch.new_urls.append(candidate._replace(origin=url.origin or url.url))
+            redirected(url, candidate.id, batch)
         return target

@@ -381,7 +381,8 @@ OPTIONS: tuple[Option, ...] = (
            "URLs and their change times."),
     Option("sitemaps_only", Kind.FLAG, _FRESH,
            "Start from the seeds' sitemaps instead of the seed pages (implies --sitemaps).",
-           details="Add `--max-depth 0` to fetch only what the sitemaps list."),
+           details="Add `--max-depth 1` to fetch only what the seeds' /sitemap.xml lists "
+                   "(2 when it is a sitemap index)."),
     Option("continuous", Kind.FLAG, _FRESH,
            "Keep crawling: queue pages again as they come due for a recrawl.",
            details="Stop it with Ctrl-C or `--max-time`."),

@@ -28,7 +28,7 @@ CONTENT_COUNTERS = (
 
 FRESHNESS_COUNTERS = (
     "recrawls_queued", "recrawled", "not_modified", "recrawl_changed", "recrawl_unchanged",
-    "sitemaps_read", "sitemap_urls", "sitemap_errors",
+    "sitemaps_read", "sitemap_urls", "sitemap_errors", "sitemap_urls_refused",
 )  # fmt: skip
 """Counters of recrawls (trawl.recrawl) and sitemaps (trawl.sitemap_links)."""
 

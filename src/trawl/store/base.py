@@ -78,7 +78,9 @@ class NewURL(NamedTuple):
     depth: int
     redirect_hops: int = 0
     origin: str | None = None
-    """For a redirect target: the first URL of the redirect chain that led to it."""
+    """For a redirect target: the first URL of the redirect chain that led to it. For a
+    sitemap: the URL under whose directory it may list pages besides its own (the root of
+    the host whose robots.txt named it, or what the index that listed it carries)."""
 
 
 CLAIM_COLUMNS = (
@@ -595,10 +597,13 @@ class Store(Protocol):
         """
         ...
 
-    async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
+    async def requeue_due(
+        self, now: float, limit: int, *, every: bool = False, sitemaps: bool = False
+    ) -> int:
         """Queue again up to ``limit`` DONE or FAILED URLs due for a recrawl by ``now``,
         most overdue first, each ranked by its due time and priority; with ``every``,
-        all of them whatever their due time. Returns how many. The
+        all of them whatever their due time; with ``sitemaps``, all the sitemaps (kind
+        SITEMAP) whatever their due time, and nothing else. Returns how many. The
         pages leave their hosts' answered counts, so the page budget still holds."""
         ...
 

@@ -45,6 +45,7 @@ from trawl.store.base import (
     CommitResult,
     ExportRow,
     HostFigures,
+    Kind,
     Lease,
     Outcome,
     QueuedURL,
@@ -315,6 +316,10 @@ _DUE = (
 _ANSWERED = (
     f"SELECT id, host_id FROM urls WHERE state IN ({_DONE}, {_FAILED}) AND id >= %s "
     "ORDER BY id LIMIT %s"
+)
+_SITEMAPS = (
+    f"SELECT id, host_id FROM urls WHERE state IN ({_DONE}, {_FAILED}) AND id >= %s "
+    f"AND kind = {int(Kind.SITEMAP)} ORDER BY id LIMIT %s"
 )
 _REQUEUE = f"""
 WITH moved AS (
@@ -878,13 +883,17 @@ class PostgresStore(AsyncResource):
                 columns([(h, p.fingerprint, p.checked_at) for h, p in probes.items()], 3),
             )
 
-    async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
+    async def requeue_due(
+        self, now: float, limit: int, *, every: bool = False, sitemaps: bool = False
+    ) -> int:
         moved = 0
         start = MIN_ID
+        every = every or sitemaps
         while True:
             async with self._transaction() as conn:
                 if every:
-                    cursor = await conn.execute(_ANSWERED, (start, _REQUEUE_CHUNK))
+                    chosen = _SITEMAPS if sitemaps else _ANSWERED
+                    cursor = await conn.execute(chosen, (start, _REQUEUE_CHUNK))
                 else:
                     cursor = await conn.execute(_DUE, (now, limit))
                 picked = await cursor.fetchall()

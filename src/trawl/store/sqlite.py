@@ -421,16 +421,21 @@ class SQLiteStore(AsyncResource):
 
         return await self._run(work)
 
-    async def requeue_due(self, now: float, limit: int, *, every: bool = False) -> int:
+    async def requeue_due(
+        self, now: float, limit: int, *, every: bool = False, sitemaps: bool = False
+    ) -> int:
         horizon = self._horizon
 
         def work(db: sqlite3.Connection) -> int:
-            picked = (
-                "state IN (2, 3)"
-                if every
-                else "seq IN (SELECT seq FROM urls WHERE state IN (2, 3) AND due_at <= :now "
-                "ORDER BY due_at LIMIT :limit)"
-            )
+            if sitemaps:
+                picked = f"state IN (2, 3) AND kind = {int(Kind.SITEMAP)}"
+            elif every:
+                picked = "state IN (2, 3)"
+            else:
+                picked = (
+                    "seq IN (SELECT seq FROM urls WHERE state IN (2, 3) AND due_at <= :now "
+                    "ORDER BY due_at LIMIT :limit)"
+                )
             hosts = db.execute(
                 "UPDATE urls SET state = 0, attempts = 0, next_fetch_at = 0, "
                 f"rank = MIN(COALESCE(due_at, :now), :now) - priority * :horizon WHERE {picked} "
