@@ -267,9 +267,11 @@ async def test_request_and_response_are_paired_and_digests_hold(
         assert head.startswith(b"WARC/1.1\r\nWARC-Type: response\r\n")
 
 
-async def test_truncated_body_is_marked(
+async def test_truncated_body_is_marked_and_its_head_says_what_is_stored(
     server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
+    """A replay serves the record's head: a Content-Length larger than the payload would
+    leave the client waiting for bytes that never come."""
     exchange = await capture(session, server, "/noise", limit=1000)
     async with WarcWriter(tmp_path) as writer:
         key = await writer.write(dataclasses.replace(exchange, ip=None))
@@ -278,7 +280,9 @@ async def test_truncated_body_is_marked(
     assert record.rec_headers.get_header("WARC-Truncated") == "length"
     assert record.rec_headers.get_header("WARC-IP-Address") is None
     assert payload == NOISE[:1000]
-    assert record.http_headers.get_header("Content-Length") == str(len(NOISE))
+    assert record.http_headers.get_header("Content-Length") == "1000"
+    assert record.http_headers.get_header("X-Crawler-Content-Length") == str(len(NOISE))
+    assert [name.lower() for name, _ in record.http_headers.headers].count("content-length") == 1
 
 
 async def test_files_rotate_at_the_size_limit(
