@@ -26,9 +26,10 @@ they sort by time and two writers never pick the same name, and each starts with
 complete (when it reaches the size limit or the writer closes), so a file under its final
 name is never written again. Each exchange reaches the operating system in one write, so
 after a kill -9 the ``.open`` file holds every exchange whose write returned. Each closed
-file then gets its CDXJ index beside it (trawl.cdxj), on a thread of its own so that
-writing goes on meanwhile; a writer that starts indexes the closed files of its directory
-that have none (a run stopped between the two), and closing waits for every index.
+file then gets its CDXJ index beside it (trawl.cdxj), made by a child process that a
+thread of its own waits for, so that writing goes on meanwhile; a writer that starts
+indexes the closed files of its directory that have none (a run stopped between the
+two), and closing waits for every index.
 
 All file work runs on one dedicated thread, so the event loop never blocks on disk or on
 compression. Records are compressed at zlib level 6, not warcio's 9: on a 70 KB HTML
@@ -41,6 +42,7 @@ import asyncio
 import io
 import os
 import secrets
+import threading
 import time
 import uuid
 import zlib
@@ -57,7 +59,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from trawl import __version__
-from trawl.cdxj import unindexed, write_index
+from trawl.cdxj import index_in_child, unindexed
 from trawl.errors import TrawlError
 from trawl.resource import AsyncResource
 from trawl.rotation import check_rotation
@@ -286,7 +288,9 @@ class WarcWriter(AsyncResource):
         }
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-warc")
         self._indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-cdxj")
-        self._indexing: list[Future[Path]] = []
+        self._indexing: list[Future[None]] = []
+        self._unindexed: list[Path] = []
+        self._unindexed_lock = threading.Lock()
         self._serialiser = _Serialiser()
         self._file: IO[bytes] | None = None
         self._name = ""
@@ -347,17 +351,23 @@ class WarcWriter(AsyncResource):
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def _index(self, path: Path) -> None:
-        """Index the closed file ``path`` on the indexing thread."""
+        """Have the closed file ``path`` indexed: the indexing thread takes every file
+        closed meanwhile into one child process."""
+        with self._unindexed_lock:
+            self._unindexed.append(path)
         self._indexing = [done for done in self._indexing if not done.done() or done.exception()]
-        self._indexing.append(self._indexer.submit(write_index, path))
+        self._indexing.append(self._indexer.submit(self._index_waiting))
+
+    def _index_waiting(self) -> None:
+        with self._unindexed_lock:
+            paths, self._unindexed = self._unindexed, []
+        if paths:
+            index_in_child(paths)
 
     @staticmethod
-    def _indexed(done: Future[Path]) -> None:
-        """Raise what went wrong writing an index, as a TrawlError."""
+    def _indexed(done: Future[None]) -> None:
+        """Raise what went wrong writing an index (a TrawlError)."""
         error = done.exception()
-        if isinstance(error, OSError):
-            where = error.filename or "the WARC directory"
-            raise TrawlError(f"cannot write CDXJ index {where}: {error.strerror}") from error
         if error is not None:
             raise error
 
