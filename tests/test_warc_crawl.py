@@ -11,17 +11,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from conftest import CrawlRunner, loopback_fetcher
+from pg import URL as PG_URL
+from pg import crawl_name
 from trawl.cdxj import index_path
 from trawl.config import Freshness, RecrawlPass, Timeouts
 from trawl.parser import is_html
 from trawl.runner import WARC_DIR
 from trawl.store.base import StorageKey
+from trawl.store.location import StoreLocation
 from trawl.testsite import Response, Site, SiteServer, canonical_url, generate_site, route_key
 from trawl.testsite.changing import Changing
 from trawl.warc import NOT_MODIFIED_PROFILE, SUFFIX, WarcExchange, WarcWriter
+
+__all__ = ["crawl_name"]
 
 HOST = "archive.test"
 PDF = b"%PDF-1.4\n" + random.Random(7).randbytes(15_000) + b"\n%%EOF\n"
@@ -194,16 +200,21 @@ def records_of(directory: Path) -> list[tuple[Any, bytes]]:
     return found
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 async def test_a_304_is_archived_as_a_revisit_of_the_capture_it_confirms(
-    crawl: CrawlRunner,
+    crawl: CrawlRunner, engine: str, crawl_name: str, tmp_path: Path
 ) -> None:
     """The revisit names the first capture by URL and by its exact WARC-Date (the run
-    that wrote it had ended: the date comes from the store), has no block for a replay
-    to serve as the page, and the CDXJ index lists both."""
+    that wrote it had ended: the date comes from the store, either engine), has no block
+    for a replay to serve as the page, and the CDXJ index lists both."""
     recrawl = Freshness(recrawl_pass=RecrawlPass.ALL)
+    data_dir = tmp_path / "crawl"
+    store = StoreLocation(data_dir, PG_URL, crawl_name) if engine == "postgresql" else None
     with SiteServer(unchanging) as server:
-        first = await crawl(server, soft_404=False, warc=True)
-        await crawl(server, soft_404=False, warc=True, data_dir=first.data_dir, freshness=recrawl)
+        first = await crawl(server, soft_404=False, warc=True, data_dir=data_dir, store=store)
+        await crawl(
+            server, soft_404=False, warc=True, data_dir=data_dir, store=store, freshness=recrawl
+        )
         statuses = [r.status for r in server.requests if r.path == "/static"]
     assert statuses == [200, 304]
     directory = first.data_dir / WARC_DIR
