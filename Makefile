@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint clean install-check
+.PHONY: setup demo test lint clean replay-env install-check
 
 # The editable install skips the mypyc build (TRAWL_PURE): the rule below runs it with
 # the venv's own mypy, once, and again whenever a source of trawl changes.
@@ -43,7 +43,7 @@ lint: setup
 	$(BIN)/mypy
 
 # The tests, after the install check (pytest's summary stays the last line).
-test: lint install-check
+test: lint install-check replay-env
 	.ci/postgres-up
 	.ci/chromium-up
 	$(BIN)/pytest -q
@@ -70,3 +70,11 @@ bench-store: setup
 bench-workers: setup
 	.ci/postgres-up
 	$(BIN)/python -m bench.workers --hosts 20 --pages 500
+
+# pywb, for tests/test_replay.py, in a venv of its own: it requires brotlipy, whose
+# `brotli` module would shadow the Brotli that trawl decodes with.
+REPLAY := .venv-replay
+replay-env: $(REPLAY)/bin/wayback
+$(REPLAY)/bin/wayback:
+	$(PYTHON) -m venv $(REPLAY)
+	$(REPLAY)/bin/pip install --quiet pywb==2.10.0

@@ -27,16 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import surt
 from warcio.archiveiterator import ArchiveIterator
 
-from trawl.errors import UsageError
+from trawl.cdxj import INDEX_SUFFIX, index_in_child, index_path
+from trawl.errors import TrawlError, UsageError
 from trawl.fetcher import exchange_of
 from trawl.http_client import HttpClient
 from trawl.netguard import AddressPolicy
 from trawl.resolver import GuardedResolver
 from trawl.store.base import StorageKey
 from trawl.testsite import Response, Site, SiteServer
-from trawl.warc import PARTIAL, SUFFIX, WarcExchange, WarcWriter
+from trawl.warc import NOT_MODIFIED_PROFILE, PARTIAL, SUFFIX, WarcExchange, WarcWriter
 
 WARCIO = Path(sys.executable).parent / "warcio"
 HOST = "warc.test"
@@ -267,9 +269,11 @@ async def test_request_and_response_are_paired_and_digests_hold(
         assert head.startswith(b"WARC/1.1\r\nWARC-Type: response\r\n")
 
 
-async def test_truncated_body_is_marked(
+async def test_truncated_body_is_marked_and_its_head_says_what_is_stored(
     server: SiteServer, session: HttpClient, tmp_path: Path
 ) -> None:
+    """A replay serves the record's head: a Content-Length larger than the payload would
+    leave the client waiting for bytes that never come."""
     exchange = await capture(session, server, "/noise", limit=1000)
     async with WarcWriter(tmp_path) as writer:
         key = await writer.write(dataclasses.replace(exchange, ip=None))
@@ -278,7 +282,9 @@ async def test_truncated_body_is_marked(
     assert record.rec_headers.get_header("WARC-Truncated") == "length"
     assert record.rec_headers.get_header("WARC-IP-Address") is None
     assert payload == NOISE[:1000]
-    assert record.http_headers.get_header("Content-Length") == str(len(NOISE))
+    assert record.http_headers.get_header("Content-Length") == "1000"
+    assert record.http_headers.get_header("X-Crawler-Content-Length") == str(len(NOISE))
+    assert [name.lower() for name, _ in record.http_headers.headers].count("content-length") == 1
 
 
 async def test_files_rotate_at_the_size_limit(
@@ -426,3 +432,112 @@ def test_bad_settings_are_usage_errors(tmp_path: Path) -> None:
         WarcWriter(tmp_path, prefix="../escape")
     with pytest.raises(UsageError, match="size limit"):
         WarcWriter(tmp_path, max_size=0)
+
+
+def lookup(directory: Path, url: str) -> list[dict[str, str]]:
+    """The CDXJ entries of ``url`` in the indexes of ``directory``, as a replay tool finds
+    them: by the line's SURT key, in index order."""
+    key = surt.surt(url)
+    entries = []
+    for path in sorted(directory.glob("*" + INDEX_SUFFIX)):
+        lines = path.read_text().splitlines()
+        assert lines == sorted(lines)
+        for line in lines:
+            urlkey, stamp, fields = line.split(" ", 2)
+            if urlkey == key:
+                entries.append({"timestamp": stamp, **json.loads(fields)})
+    return entries
+
+
+async def test_each_closed_file_is_indexed_and_the_index_finds_its_records(
+    server: SiteServer, session: HttpClient, tmp_path: Path
+) -> None:
+    exchanges = await capture_all(session, server, list(SERVED) * 2)
+    async with WarcWriter(tmp_path, max_size=8000) as writer:
+        keys = [await writer.write(exchange) for exchange in exchanges]
+    files = warc_files(tmp_path)
+    assert len(files) > 1
+    assert all(index_path(f).exists() for f in files)
+    for exchange, key in zip(exchanges, keys, strict=True):
+        entries = lookup(tmp_path, exchange.url)
+        assert len(entries) == 2
+        [entry] = [
+            e for e in entries if e["filename"] == key.file and int(e["offset"]) == key.offset
+        ]
+        assert int(entry["length"]) == key.length
+        assert entry["status"] == str(exchange.status)
+        date = time.strftime("%Y%m%d%H%M%S", time.gmtime(exchange.fetched_at))
+        assert entry["timestamp"] == date
+        record, payload = record_at(tmp_path / entry["filename"], int(entry["offset"]))
+        assert record.rec_headers.get_header("WARC-Target-URI") == exchange.url
+        assert payload == SERVED[path_of(exchange.url)][1]
+        assert entry["digest"] == sha1_b32(payload)
+
+
+async def test_a_starting_writer_indexes_closed_files_left_without_one(
+    server: SiteServer, session: HttpClient, tmp_path: Path
+) -> None:
+    """A run stopped between closing a file and indexing it, or a crawl archived before
+    indexes were written: the next writer in the directory indexes what has none."""
+    exchanges = await capture_all(session, server, ["/page", "/noise"])
+    async with WarcWriter(tmp_path) as writer:
+        key = await writer.write(exchanges[0])
+    index = index_path(tmp_path / key.file)
+    before = index.read_bytes()
+    index.unlink()
+    async with WarcWriter(tmp_path) as writer:
+        later = await writer.write(exchanges[1])
+    assert index.read_bytes() == before
+    assert index_path(tmp_path / later.file).exists()
+    assert [e["offset"] for e in lookup(tmp_path, exchanges[0].url)] == [str(key.offset)]
+
+
+def exchange(status: int, request: Sequence[tuple[str, str]], **fields: Any) -> WarcExchange:
+    return WarcExchange(
+        url=f"http://{HOST}/page",
+        request_headers=[("Host", HOST), *request],
+        status=status,
+        reason="Not Modified" if status == 304 else "OK",
+        response_headers=[("ETag", '"v1"')],
+        body=b"",
+        fetched_at=1_800_000_000.25,
+        **fields,
+    )
+
+
+async def test_a_304_to_a_conditional_get_is_a_revisit_and_any_other_a_response(
+    tmp_path: Path,
+) -> None:
+    confirmed = exchange(304, [("If-None-Match", '"v1"')], refers_to=1_700_000_000.5)
+    undated = exchange(304, [("If-Modified-Since", "Tue, 14 Nov 2023 22:13:20 GMT")])
+    unasked = exchange(304, [])
+    async with WarcWriter(tmp_path) as writer:
+        keys = [await writer.write(e) for e in (confirmed, undated, unasked)]
+    path = tmp_path / keys[0].file
+    warcio("check", str(path))
+    revisit, block = record_at(path, keys[0].offset)
+    assert revisit.rec_type == "revisit"
+    assert revisit.rec_headers.get_header("WARC-Profile") == NOT_MODIFIED_PROFILE
+    assert revisit.rec_headers.get_header("WARC-Refers-To-Target-URI") == confirmed.url
+    assert revisit.rec_headers.get_header("WARC-Refers-To-Date") == "2023-11-14T22:13:20.500000Z"
+    assert revisit.rec_headers.get_header("WARC-Date") == "2027-01-15T08:00:00.250000Z"
+    assert revisit.rec_headers.get_header("WARC-Payload-Digest") is None
+    assert revisit.rec_headers.get_header("Content-Length") == "0"
+    assert block == b""
+    # Without a known date, the revisit names the URL alone (a replay takes the closest).
+    plain, _ = record_at(path, keys[1].offset)
+    assert plain.rec_type == "revisit"
+    assert plain.rec_headers.get_header("WARC-Refers-To-Date") is None
+    # A 304 nobody asked for confirms nothing: kept as the response it was.
+    odd, _ = record_at(path, keys[2].offset)
+    odd_url = unasked.url
+    assert odd.rec_type == "response"
+    assert odd.http_headers.get_statuscode() == "304"
+    indexed = sorted((e.get("mime", ""), e.get("status", "")) for e in lookup(tmp_path, odd_url))
+    assert indexed == [("", "304"), ("warc/revisit", ""), ("warc/revisit", "")]
+
+
+def test_an_index_that_cannot_be_made_is_one_error(tmp_path: Path) -> None:
+    with pytest.raises(TrawlError, match=r"cannot write CDXJ index .*gone\.warc\.gz"):
+        index_in_child([tmp_path / "gone.warc.gz"])
+    assert list(tmp_path.iterdir()) == []

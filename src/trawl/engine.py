@@ -696,14 +696,16 @@ class Crawler:
         await self._committer.submit(batch)
 
     async def _page_job(self, slot: HostSlot, url: QueuedURL, fence: Fence) -> None:
-        validators = Validators(url.etag, url.last_modified) if url.conditional else None
+        validators = None
+        if url.conditional:
+            validators = Validators(url.etag, url.last_modified, url.fetched_at)
         if url.kind == Kind.SITEMAP:
             result = await self._fetcher.fetch(
                 url.url, max_body=SITEMAP_MAX_BYTES, validators=validators
             )
         else:
             result = await self._fetcher.fetch(url.url, accept=is_html, validators=validators)
-        wall = time.time()
+        wall = result.fetched_at
         if self._metrics is not None:
             self._metrics.fetched(slot.name, result.elapsed, result.received)
         if log.isEnabledFor(logging.DEBUG):

@@ -4,7 +4,9 @@ Redirects are not followed here: the engine records a 3xx and queues its target 
 scope, robots, the seen-set and that host's politeness. Bodies are read as a stream and
 decompressed by hand so the cap applies to decompressed bytes (a gzip bomb stops at the
 cap, the rest is never downloaded). The caller decides from the Content-Type and the
-first bytes whether the body is wanted at all.
+first bytes whether the body is wanted at all. A body not wanted is not read, unless a
+recorder archives the exchange: an archive keeps what was fetched, so then it is read as
+it comes (not decoded) up to the cap, and only the archive gets it.
 
 Errors never escape :meth:`Fetcher.fetch`; they come back as ``FetchResult.error``, one
 of the classes in :class:`FetchError`.
@@ -91,14 +93,19 @@ class FetchResult:
     etag: str | None = None
     last_modified: str | None = None
     """The response's validators (ETag, Last-Modified), for the next conditional GET."""
+    fetched_at: float = 0.0
+    """When the fetch ended (seconds since the epoch): the archived exchange's WARC-Date,
+    so the time stored for the fetch names its record."""
 
 
 @dataclass(frozen=True, slots=True)
 class Validators:
-    """What a conditional GET sends back: the ETag and Last-Modified of the last answer."""
+    """What a conditional GET sends back: the ETag and Last-Modified of the last answer,
+    and when that answer was fetched (the capture a 304 confirms, for the archive)."""
 
     etag: str | None = None
     last_modified: str | None = None
+    fetched_at: float | None = None
 
     def headers(self) -> dict[str, str]:
         """The If-None-Match and If-Modified-Since headers these validators make."""
@@ -279,6 +286,8 @@ class Fetcher(AsyncResource):
                 headers = None if validators is None else validators.headers()
                 with await self._client.get(url, headers) as response:
                     result, exchange = await self._read(url, response, accept, cap, started)
+                    if exchange is not None and validators is not None:
+                        exchange = dataclasses.replace(exchange, refers_to=validators.fetched_at)
         except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
             elapsed = time.monotonic() - started
             return FetchResult(
@@ -287,6 +296,7 @@ class Fetcher(AsyncResource):
                 elapsed=elapsed,
                 response_time=elapsed,
                 error=_error_class(exc),
+                fetched_at=time.time(),
             )
         if self._recorder is None or exchange is None:
             return result
@@ -311,6 +321,7 @@ class Fetcher(AsyncResource):
         truncated = False
         # What the archive keeps: the body as received (still content-encoded), capped.
         wire: bytearray | None = None if self._recorder is None else bytearray()
+        cut = False
         peer = response.peer
         if decoder is None:
             wanted = False
@@ -320,38 +331,46 @@ class Fetcher(AsyncResource):
             wanted = True
         sniff = accept is not None and not content_type
         received = 0
-        if wanted and decoder is not None:
+        if wanted or wire is not None:
             async for chunk in response.chunks():
                 received += len(chunk)
                 if wire is not None:
-                    wire += chunk[: cap - len(wire)]
-                body += decoder.feed(chunk, cap - len(body) + 1)
-                if len(body) > cap:
-                    del body[cap:]
-                    truncated = True
-                    break
-                if sniff and body and accept is not None:
-                    sniff = False
-                    wanted = accept(None, bytes(body[:512]))
-                    if not wanted:
+                    room = cap - len(wire)
+                    wire += chunk[:room]
+                    cut = len(chunk) > room
+                if wanted and decoder is not None:
+                    body += decoder.feed(chunk, cap - len(body) + 1)
+                    if len(body) > cap:
+                        del body[cap:]
+                        truncated = True
                         break
+                    if sniff and body and accept is not None:
+                        sniff = False
+                        wanted = accept(None, bytes(body[:512]))
+                if cut or not (wanted or wire is not None):
+                    break
             else:
                 # The stream ended: a compressed body cut off early is partial content.
-                truncated = not decoder.complete
+                truncated = wanted and decoder is not None and not decoder.complete
+            # The bytes received reached the cap before the decoded body did (a body that
+            # compression made larger): what was decoded is partial too.
+            truncated = truncated or cut
         answered_in = response.answered_in  # known only until the response is closed
+        fetched_at = time.time()
         if not wanted:
             response.close()
             length = declared
             body = bytearray()
+            truncated = False
         else:
             if truncated:
                 response.close()
             length = len(body)
         exchange = None
         if wire is not None:
-            # Not read to its end: cut at the cap, or not wanted (not HTML).
+            # Cut at the cap (of the decoded body, or of the bytes received).
             exchange = exchange_of(
-                url, response, bytes(wire), time.time(), peer, truncated=truncated or not wanted
+                url, response, bytes(wire), fetched_at, peer, truncated=truncated or cut
             )
         elapsed = time.monotonic() - started
         result = FetchResult(
@@ -369,6 +388,7 @@ class Fetcher(AsyncResource):
             received=received,
             etag=response.header("ETag"),
             last_modified=response.header("Last-Modified"),
+            fetched_at=fetched_at,
         )
         return result, exchange
 

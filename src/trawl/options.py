@@ -313,7 +313,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("warc", Kind.FLAG, _OUTPUTS,
            "Archive every fetch (robots.txt included) as WARC 1.1 files in DATA_DIR/warc.",
            kept=_LOCAL,
-           details="Request and response records, gzip per record, bodies as received."),
+           details="Request and response records (a 304: a revisit record), gzip per "
+                   "record, bodies as received (not only HTML) up to --max-body, a CDXJ "
+                   "index beside each closed file."),
     Option("warc_max_size", Kind.INT, _OUTPUTS,
            "Start a new WARC file before one would pass this many bytes.",
            default=_CRAWL.warc_max_size, metavar="BYTES", shown_default="1073741824 (1 GiB)",

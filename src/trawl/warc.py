@@ -7,14 +7,29 @@ record's offset. The response record holds the status line, the response headers
 order received and the body exactly as it came off the wire (still content-encoded), so
 WARC-Payload-Digest is the SHA-1 of those bytes. The body is already de-chunked, so a
 ``Transfer-Encoding`` header is kept as ``X-Crawler-Transfer-Encoding`` (the Common Crawl
-convention); otherwise readers would try to de-chunk it again.
+convention); otherwise readers would try to de-chunk it again. A body cut short (at the
+body cap) is marked ``WARC-Truncated: length``, and its record never claims more than it
+holds: the server's ``Content-Length`` is kept as ``X-Crawler-Content-Length`` and
+``Content-Length`` gives the bytes stored, so a replay serves what is there and ends.
+
+A 304 answer to a conditional GET becomes a ``revisit`` record of the server-not-modified
+profile instead of a response: it names the capture the server confirmed (the same URL,
+``WARC-Refers-To-Target-URI``, fetched at ``WARC-Refers-To-Date``), carries no payload
+digest (the WARC 1.1 profile has none) and has no block. The 304's own head is left out
+because pywb replays a revisit whose block holds a 3xx status line as that status: the
+page would be served as an empty 304 instead of the capture it stands for. Its request
+record still shows the validators sent.
 
 Files are named ``<prefix>-<UTC time to the microsecond>-<serial>-<random>.warc.gz``, so
 they sort by time and two writers never pick the same name, and each starts with a
 ``warcinfo`` record. A file is written as ``<name>.warc.gz.open`` and renamed once it is
 complete (when it reaches the size limit or the writer closes), so a file under its final
 name is never written again. Each exchange reaches the operating system in one write, so
-after a kill -9 the ``.open`` file holds every exchange whose write returned.
+after a kill -9 the ``.open`` file holds every exchange whose write returned. Each closed
+file then gets its CDXJ index beside it (trawl.cdxj), made by a child process that a
+thread of its own waits for, so that writing goes on meanwhile; a writer that starts
+indexes the closed files of its directory that have none (a run stopped between the
+two), and closing waits for every index.
 
 All file work runs on one dedicated thread, so the event loop never blocks on disk or on
 compression. Records are compressed at zlib level 6, not warcio's 9: on a 70 KB HTML
@@ -27,11 +42,12 @@ import asyncio
 import io
 import os
 import secrets
+import threading
 import time
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +59,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from trawl import __version__
+from trawl.cdxj import index_in_child, unindexed
 from trawl.errors import TrawlError
 from trawl.resource import AsyncResource
 from trawl.rotation import check_rotation
@@ -57,8 +74,13 @@ PARTIAL = ".open"
 """Added to the name of the file being written; dropped by a rename once it is complete."""
 WARC_VERSION = "WARC/1.1"
 _LEVEL = 6
-_HIDDEN_ENCODING = "Transfer-Encoding"
+_HIDDEN_ENCODING = "transfer-encoding"
 _KEPT_ENCODING = "X-Crawler-Transfer-Encoding"
+_HIDDEN_LENGTH = "content-length"
+_KEPT_LENGTH = "X-Crawler-Content-Length"
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+"""The WARC-Profile of the revisit record a 304 answer becomes."""
+_CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +91,9 @@ class WarcExchange:
     ``response_headers`` those received, both in their original order with repeats kept.
     ``body`` is the body as received, still content-encoded; ``truncated`` says the
     fetcher stopped reading it before its end. ``fetched_at`` is seconds since the epoch;
-    ``ip`` the address connected to, when known.
+    ``ip`` the address connected to, when known. ``refers_to`` is, for a conditional GET,
+    when the capture its validators came from was fetched (seconds since the epoch): the
+    capture a 304 answer confirms.
     """
 
     url: str
@@ -83,6 +107,14 @@ class WarcExchange:
     truncated: bool = False
     method: str = "GET"
     http_version: str = "1.1"
+    refers_to: float | None = None
+
+    @property
+    def not_modified(self) -> bool:
+        """Whether this is a 304 answer to a conditional GET (archived as a revisit)."""
+        return self.status == 304 and any(
+            name.lower() in _CONDITIONAL for name, _ in self.request_headers
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +143,24 @@ def _gzip(data: bytes) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
-def _response_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [
-        (_KEPT_ENCODING if name.lower() == _HIDDEN_ENCODING.lower() else name, value)
-        for name, value in headers
-    ]
+def _response_headers(
+    headers: Sequence[tuple[str, str]], stored: int, truncated: bool
+) -> list[tuple[str, str]]:
+    """The response head as archived: the body is stored de-chunked, so the transfer
+    coding is relabelled; a body cut short has ``Content-Length`` set to the ``stored``
+    bytes, the server's value relabelled."""
+    kept = []
+    for name, value in headers:
+        lower = name.lower()
+        if lower == _HIDDEN_ENCODING:
+            kept.append((_KEPT_ENCODING, value))
+        elif truncated and lower == _HIDDEN_LENGTH:
+            kept.append((_KEPT_LENGTH, value))
+        else:
+            kept.append((name, value))
+    if truncated:
+        kept.append(("Content-Length", str(stored)))
+    return kept
 
 
 class _Serialiser:
@@ -136,31 +181,16 @@ class _Serialiser:
         return self._member(self._writer.create_warcinfo_record(filename, dict(info)))
 
     def exchange(self, exchange: WarcExchange) -> tuple[bytes, bytes]:
-        """The response and request records of ``exchange``."""
+        """The response (or revisit) and request records of ``exchange``."""
         response_id = f"<urn:uuid:{uuid.uuid4()}>"
         common = [("WARC-Date", _warc_date(exchange.fetched_at))]
         if exchange.ip:
             common.append(("WARC-IP-Address", exchange.ip))
         protocol = f"HTTP/{exchange.http_version}"
-        status_line = f"{exchange.status} {exchange.reason}".rstrip()
-        response_fields = [
-            ("WARC-Type", "response"),
-            ("WARC-Record-ID", response_id),
-            ("WARC-Target-URI", exchange.url),
-            *common,
-        ]
-        if exchange.truncated:
-            response_fields.append(("WARC-Truncated", "length"))
-        response = self._writer.create_warc_record(
-            exchange.url,
-            "response",
-            payload=io.BytesIO(exchange.body),
-            length=len(exchange.body),
-            warc_headers=StatusAndHeaders("", response_fields, protocol=WARC_VERSION),
-            http_headers=StatusAndHeaders(
-                status_line, _response_headers(exchange.response_headers), protocol=protocol
-            ),
-        )
+        if exchange.not_modified:
+            response = self._revisit(exchange, response_id, common)
+        else:
+            response = self._response(exchange, response_id, common, protocol)
         request_fields = [
             ("WARC-Type", "request"),
             ("WARC-Record-ID", f"<urn:uuid:{uuid.uuid4()}>"),
@@ -179,6 +209,54 @@ class _Serialiser:
             ),
         )
         return self._member(response), self._member(request)
+
+    def _response(
+        self,
+        exchange: WarcExchange,
+        record_id: str,
+        common: list[tuple[str, str]],
+        protocol: str,
+    ) -> Any:
+        fields = [
+            ("WARC-Type", "response"),
+            ("WARC-Record-ID", record_id),
+            ("WARC-Target-URI", exchange.url),
+            *common,
+        ]
+        if exchange.truncated:
+            fields.append(("WARC-Truncated", "length"))
+        head = _response_headers(exchange.response_headers, len(exchange.body), exchange.truncated)
+        return self._writer.create_warc_record(
+            exchange.url,
+            "response",
+            payload=io.BytesIO(exchange.body),
+            length=len(exchange.body),
+            warc_headers=StatusAndHeaders("", fields, protocol=WARC_VERSION),
+            http_headers=StatusAndHeaders(
+                f"{exchange.status} {exchange.reason}".rstrip(), head, protocol=protocol
+            ),
+        )
+
+    def _revisit(
+        self, exchange: WarcExchange, record_id: str, common: list[tuple[str, str]]
+    ) -> Any:
+        fields = [
+            ("WARC-Type", "revisit"),
+            ("WARC-Record-ID", record_id),
+            ("WARC-Target-URI", exchange.url),
+            *common,
+            ("WARC-Profile", NOT_MODIFIED_PROFILE),
+            ("WARC-Refers-To-Target-URI", exchange.url),
+        ]
+        if exchange.refers_to is not None:
+            fields.append(("WARC-Refers-To-Date", _warc_date(exchange.refers_to)))
+        return self._writer.create_warc_record(
+            exchange.url,
+            "revisit",
+            payload=io.BytesIO(b""),
+            length=0,
+            warc_headers=StatusAndHeaders("", fields, protocol=WARC_VERSION),
+        )
 
 
 class WarcWriter(AsyncResource):
@@ -209,6 +287,10 @@ class WarcWriter(AsyncResource):
             **(info or {}),
         }
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-warc")
+        self._indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-cdxj")
+        self._indexing: list[Future[None]] = []
+        self._unindexed: list[Path] = []
+        self._unindexed_lock = threading.Lock()
         self._serialiser = _Serialiser()
         self._file: IO[bytes] | None = None
         self._name = ""
@@ -223,6 +305,8 @@ class WarcWriter(AsyncResource):
 
     async def __aenter__(self) -> Self:
         await self._run(self._make_directory)
+        for path in await self._run(lambda: unindexed(self.directory)):
+            self._index(path)
         return self
 
     async def write(self, exchange: WarcExchange) -> StorageKey:
@@ -249,6 +333,9 @@ class WarcWriter(AsyncResource):
             await self._run(self._seal)
         finally:
             self._executor.shutdown(wait=True)
+            await asyncio.to_thread(self._indexer.shutdown, wait=True)
+        for done in self._indexing:
+            self._indexed(done)
 
     async def _run(self, func: Callable[[], T]) -> T:
         def guarded() -> T:
@@ -262,6 +349,27 @@ class WarcWriter(AsyncResource):
 
     def _make_directory(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+
+    def _index(self, path: Path) -> None:
+        """Have the closed file ``path`` indexed: the indexing thread takes every file
+        closed meanwhile into one child process."""
+        with self._unindexed_lock:
+            self._unindexed.append(path)
+        self._indexing = [done for done in self._indexing if not done.done() or done.exception()]
+        self._indexing.append(self._indexer.submit(self._index_waiting))
+
+    def _index_waiting(self) -> None:
+        with self._unindexed_lock:
+            paths, self._unindexed = self._unindexed, []
+        if paths:
+            index_in_child(paths)
+
+    @staticmethod
+    def _indexed(done: Future[None]) -> None:
+        """Raise what went wrong writing an index (a TrawlError)."""
+        error = done.exception()
+        if error is not None:
+            raise error
 
     def _write(self, exchange: WarcExchange) -> tuple[StorageKey, int, int]:
         response, request = self._serialiser.exchange(exchange)
@@ -338,3 +446,4 @@ class WarcWriter(AsyncResource):
             os.fsync(directory)
         finally:
             os.close(directory)
+        self._index(self.directory / self._name)
