@@ -24,6 +24,7 @@ from pg import pg_schema
 from trawl.errors import StoreError
 from trawl.store.base import (
     CommitBatch,
+    Duplicates,
     ExportRow,
     HostUpdate,
     NewURL,
@@ -420,6 +421,50 @@ async def test_export_rows_carry_the_latest_result(store: Engine) -> None:
     assert exported[moved.url].depth == 1
     assert exported[blocked.url].state == State.BLOCKED
     assert exported[blocked.url].error == "robots_unavailable"
+
+
+async def test_export_names_duplicates_and_aliases_by_url_with_content_hash(
+    store: Engine,
+) -> None:
+    owner, copy, near, alias, lone = (url("a.test", n) for n in range(1, 6))
+    await insert(store, owner, copy, near, alias, lone)
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    await store.claim({host: 5}, now=1000.0)
+    hash_a, hash_b = "a" * 64, "b" * 64
+
+    def done(page: NewURL, **fields: Any) -> Outcome:
+        return Outcome(page.id, host, State.DONE, 1, status=200, fetched_at=1.0, **fields)
+
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                done(owner, content_hash=hash_a),
+                done(copy, content_hash=hash_a),
+                done(near, content_hash=hash_b),
+                done(alias, canonical=owner.url),
+                done(lone, canonical="http://elsewhere.test/"),
+            ],
+            duplicates=[
+                Duplicates(copy.id, owner.id, None),
+                Duplicates(near.id, None, owner.id),
+            ],
+        )
+    )
+    exported = await rows(store)
+    linked = {
+        u: (r.duplicate_of, r.near_duplicate_of, r.alias_of, r.canonical, r.content_hash)
+        for u, r in exported.items()
+    }
+    assert linked == {
+        owner.url: (None, None, None, None, hash_a),
+        copy.url: (owner.url, None, None, None, hash_a),
+        near.url: (None, owner.url, None, None, hash_b),
+        alias.url: (None, None, owner.url, owner.url, None),
+        lone.url: (None, None, None, "http://elsewhere.test/", None),
+    }
+    # The API's pages of URLs read the same rows.
+    paged = {row.url: row for _, row in await store.url_page(-(2**63), 10)}
+    assert paged == exported
 
 
 async def test_ids_cover_the_whole_64_bit_range(store: Engine) -> None:

@@ -12,7 +12,10 @@ from trawl.store.location import StoreLocation
 
 COLUMNS = (
     "url", "status", "content_type", "length", "fetched_at", "depth", "redirect_to", "error",
+    "duplicate_of", "near_duplicate_of", "alias_of", "canonical", "content_hash",
 )  # fmt: skip
+"""The columns in their order: new ones are appended, so a reader by position keeps
+working."""
 
 
 def _record(row: ExportRow) -> dict[str, object]:
@@ -33,6 +36,11 @@ def _record(row: ExportRow) -> dict[str, object]:
         "depth": row.depth,
         "redirect_to": row.redirect_to,
         "error": error,
+        "duplicate_of": row.duplicate_of,
+        "near_duplicate_of": row.near_duplicate_of,
+        "alias_of": row.alias_of,
+        "canonical": row.canonical,
+        "content_hash": row.content_hash,
     }
 
 

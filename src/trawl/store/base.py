@@ -428,15 +428,36 @@ class ExportRow:
     redirect_to: str | None
     error: str | None
     state: State
+    duplicate_of: str | None = None
+    """The URL of the first page with the same content hash (None: none, or content not
+    fingerprinted)."""
+    near_duplicate_of: str | None = None
+    """The URL of the earliest page within a few bits of its SimHash (trawl.neardup)."""
+    alias_of: str | None = None
+    """The known URL its ``<link rel=canonical>`` names, when that is another URL."""
+    canonical: str | None = None
+    """The URL its ``<link rel=canonical>`` names, known to the crawl or not."""
+    content_hash: str | None = None
+    """SHA-256 (hex) of its latest fingerprinted content (``--text``, ``--events``)."""
 
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1
 """The range of URL ids (signed 64-bit hashes)."""
 
-EXPORT_COLUMNS = (
-    "id, url, status, content_type, length, fetched_at, depth, redirect_to, error, state"
-)
-"""The ``urls`` columns an export row is read from, in :func:`export_row`'s order."""
+_LINKED = ("duplicate_of", "near_duplicate_of", "alias_of")
+"""The ``urls`` columns that hold another URL's id, exported as that URL."""
+
+
+def export_columns(first: str, url_of: str) -> str:
+    """The columns an export row is read from, in :func:`export_row`'s order, of
+    ``urls`` as ``u``: ``first`` is the URL id's column, and ``url_of`` the engine's
+    expression for the URL whose id is in a column (``{}``: that column)."""
+    linked = ", ".join(url_of.format(f"u.{column}") for column in _LINKED)
+    return (
+        f"{first}, u.url, u.status, u.content_type, u.length, u.fetched_at, u.depth, "
+        f"u.redirect_to, u.error, u.state, {linked}, u.canonical, u.content_hash"
+    )
+
 
 Row = tuple[Any, ...]
 
@@ -461,10 +482,12 @@ async def pages_by_id(
 
 
 def export_row(row: Row) -> ExportRow:
-    """An :class:`ExportRow` from the columns of :data:`EXPORT_COLUMNS`."""
+    """An :class:`ExportRow` from the columns of :func:`export_columns`."""
     return ExportRow(
         url=row[1], status=row[2], content_type=row[3], length=row[4], fetched_at=row[5],
         depth=row[6], redirect_to=row[7], error=row[8], state=State(row[9]),
+        duplicate_of=row[10], near_duplicate_of=row[11], alias_of=row[12],
+        canonical=row[13], content_hash=row[14],
     )  # fmt: skip
 
 

@@ -36,7 +36,6 @@ from trawl.resource import AsyncResource
 from trawl.store.base import (
     CLAIM_COLUMNS,
     DISCOVERY_BUDGET_COUNTER,
-    EXPORT_COLUMNS,
     MAX_ID,
     MIN_ID,
     PAGE_BUDGET_COUNTER,
@@ -52,6 +51,7 @@ from trawl.store.base import (
     Row,
     Soft404Record,
     State,
+    export_columns,
     export_row,
     host_tallies,
     pages_by_id,
@@ -446,7 +446,10 @@ _SET_SOFT404 = (
     "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(id, fingerprint, at) "
     "WHERE hosts.id = p.id"
 )
-_EXPORT = f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= %s ORDER BY id LIMIT %s"
+_EXPORT_COLUMNS = export_columns("u.id", "(SELECT t.url FROM urls AS t WHERE t.id = {})")
+"""The export columns of ``urls`` as ``u``; a column holding another URL's id reads that
+URL by its key."""
+_EXPORT = f"SELECT {_EXPORT_COLUMNS} FROM urls AS u WHERE u.id >= %s ORDER BY u.id LIMIT %s"
 
 
 class PostgresStore(AsyncResource):
@@ -966,8 +969,8 @@ class PostgresStore(AsyncResource):
     ) -> list[tuple[int, ExportRow]]:
         async with self._connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= %s "
-                "AND (%s::smallint IS NULL OR state = %s::smallint) ORDER BY id LIMIT %s",
+                f"SELECT {_EXPORT_COLUMNS} FROM urls AS u WHERE u.id >= %s "
+                "AND (%s::smallint IS NULL OR u.state = %s::smallint) ORDER BY u.id LIMIT %s",
                 (start, state, state, limit),
             )
             rows = await cursor.fetchall()

@@ -29,7 +29,6 @@ from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
     DISCOVERY_BUDGET_COUNTER,
-    EXPORT_COLUMNS,
     PAGE_BUDGET_COUNTER,
     PAGE_BUDGET_ERROR,
     CommitBatch,
@@ -46,6 +45,7 @@ from trawl.store.base import (
     Row,
     Soft404Record,
     State,
+    export_columns,
     export_row,
     host_tallies,
     pages_by_id,
@@ -73,6 +73,7 @@ from trawl.store.sqlite_frontier import (
 )
 from trawl.store.sqlite_ids import (
     MERGE_ROWS,
+    ROW_OF,
     by_id,
     file_since,
     inbox_size,
@@ -85,9 +86,10 @@ T = TypeVar("T")
 
 DB_NAME = "crawl.db"
 
-_EXPORT_BY_ID = "k.id, " + EXPORT_COLUMNS.removeprefix("id, ")
+_EXPORT_BY_ID = export_columns("k.id", "(SELECT t.url FROM urls AS t WHERE t.seq = " + ROW_OF + ")")
 """The export columns read through the id index (trawl.store.sqlite_ids), the URL id
-taken from it so that the rows come in its order."""
+taken from it so that the rows come in its order; a column holding another URL's id
+reads that URL through the index too."""
 
 
 class SQLiteStore(AsyncResource):
