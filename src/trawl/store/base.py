@@ -283,6 +283,13 @@ class CommitBatch:
     lastmods: list[tuple[int, float]] = field(default_factory=list)
     """Sitemap change hints, (url id, lastmod): a page fetched before its lastmod is due
     at once."""
+    shallower: list[tuple[int, int]] = field(default_factory=list)
+    """Known URLs found again, (url id, depth), that may be stored deeper (the seen-set's
+    depth sketch, trawl.seen): one not fetched yet (QUEUED, PARKED, or CLAIMED: handed
+    out to a worker's buffer) and stored deeper takes the smaller depth, with the
+    priority of that depth and, while queued, its queue rank, after the batch's new URLs
+    are inserted. A URL already answered keeps its depth: its links were followed from
+    there."""
     at: float = field(default_factory=time.time)
     """When the batch was made: new URLs are queued at this time (their queue rank)."""
 
@@ -297,7 +304,7 @@ class CommitBatch:
     def __len__(self) -> int:
         return (
             len(self.outcomes) + len(self.new_urls) + len(self.hosts) + len(self.fenced)
-            + len(self.lastmods) + len(self.inlinks)
+            + len(self.lastmods) + len(self.inlinks) + len(self.shallower)
         )  # fmt: skip
 
 
@@ -413,6 +420,10 @@ class CommitResult:
     counters: Mapping[str, int]
     released: frozenset[int] = frozenset()
     """Hosts whose release the batch carried (held or stale, the release is settled)."""
+    handed_out: tuple[tuple[int, int, int], ...] = ()
+    """(host id, url id, depth) of the batch's shallower URLs (:attr:`CommitBatch.shallower`)
+    that are handed out (CLAIMED): the worker holding one lowers the depth of its copy
+    before it fetches it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,6 +450,15 @@ class ExportRow:
     """The URL its ``<link rel=canonical>`` names, known to the crawl or not."""
     content_hash: str | None = None
     """SHA-256 (hex) of its latest fingerprinted content (``--text``, ``--events``)."""
+
+
+def shallowest(found: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(id, depth) pairs with each id once, at its smallest depth, in id order."""
+    best: dict[int, int] = {}
+    for uid, depth in found:
+        if best.get(uid, depth + 1) > depth:
+            best[uid] = depth
+    return sorted(best.items())
 
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1
@@ -536,6 +556,11 @@ class Store(Protocol):
     async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
         """Yield the ids of every known URL, in batches (to rebuild the Bloom filter)."""
         yield ()
+
+    def queued_depths(self, batch: int = 100_000) -> AsyncIterator[Sequence[tuple[int, int]]]:
+        """Yield (id, depth) of every URL waiting to be fetched (QUEUED or PARKED), in
+        batches (to fill the seen-set's depth sketch)."""
+        ...
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         """Return ``{id: url}`` for the given ids that are already known."""
