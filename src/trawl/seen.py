@@ -11,15 +11,15 @@ with ``ON CONFLICT DO NOTHING``; SQLite's own check against its id index), a wro
 Bloom answer can never create a duplicate or lose a URL: the unique count always comes
 from the store.
 
-A known URL found again at a smaller depth than it was stored with takes that depth
-(while it waits in the queue: trawl.store.base.CommitBatch.shallower), so a URL's depth
-is its shortest path found, whatever the fetch order. Asking the store about every
-duplicate would undo the caches above, so a depth sketch answers first: one byte per
-slot, a slot per id modulo its size, holding one more than the largest depth a URL of
-that slot was stored with (0: none stored in this process). A duplicate whose depth is
-not below its slot's cannot be shallower than its stored depth and goes no further; the
-few others are handed to the store, whose update is exact. A resumed crawl fills the
-sketch with the depths of the URLs still queued (the only ones that can change).
+A known URL found again at a smaller depth than it was stored with takes that depth if
+it is not fetched yet (trawl.store.base.CommitBatch.shallower), so a URL's depth is its
+shortest path found before its fetch, whatever the fetch order. Asking the store about
+every duplicate would undo the caches above, so a depth sketch answers first: one byte
+per slot, a slot per id modulo its size, holding one more than the largest depth a URL
+of that slot was stored with (0: none stored in this process). A duplicate whose depth
+is not below its slot's cannot be shallower than its stored depth and goes no further;
+the others are handed to the store, whose update is exact. A resumed crawl fills the
+sketch with the depths of the URLs still waiting (the only ones that can change).
 """
 
 from __future__ import annotations
