@@ -7,6 +7,7 @@ on loopback, so the process boundary (exit codes, stdout, stderr, locks) is real
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -22,10 +23,14 @@ import click
 import pytest
 
 from conftest import is_page
-from test_store import make_version_1_crawl
+from test_store import insert, make_version_1_crawl
+from test_store import url as new_url
 from trawl.cli import cli, main
+from trawl.committer import merge
 from trawl.exporter import COLUMNS
 from trawl.options import OPTIONS, Group
+from trawl.store.base import CommitBatch, Fence, Outcome, State
+from trawl.store.sqlite import SQLiteStore
 from trawl.testsite import Site, SiteServer, generate_site
 
 # Fast settings for tests, given through a config file.
@@ -35,7 +40,7 @@ SUMMARY_KEYS = {
     "excluded", "invalid", "invalid_by_reason", "links", "duplicates", "redirects",
     "redirect_limit", "retries", "failed", "errors_by_class", "requests", "elapsed",
     "pages_per_second", "dns", "limits", "content", "freshness", "fetched_this_run",
-    "robots_unavailable", "unreachable_hosts",
+    "robots_unavailable", "unreachable_hosts", "stale_completions",
 }  # fmt: skip
 
 
@@ -336,6 +341,31 @@ def test_status_matches_the_crawl_summary(crawled: Crawled) -> None:
     blocked = int(str(crawled.summary["robots_blocked"]))
     blocked -= int(str(crawled.summary["robots_unavailable"]))
     assert figures["blocked by robots.txt"] == str(blocked)
+
+
+async def test_status_shows_results_refused_as_stale(tmp_path: Path) -> None:
+    """A worker that reports a fetch after its host's lease passed to another worker has
+    its result refused: ``trawl status`` and ``--json`` say how many."""
+    async with SQLiteStore(tmp_path) as store:
+        await insert(store, new_url("a.test", 1))
+        (old,) = await store.lease_hosts("worker-a", limit=1, ttl=0.2)
+        (page,) = await store.claim({old.host_id: 1}, now=1e12, worker="worker-a")
+        await asyncio.sleep(0.3)
+        await store.lease_hosts("worker-b", limit=1, ttl=60)
+        stale = CommitBatch(
+            outcomes=[Outcome(page.id, old.host_id, State.DONE, 1, status=200, fetched_at=1.0)],
+            fence=Fence(old.host_id, old.generation),
+        )
+        batch = CommitBatch()
+        merge(batch, stale)
+        await store.commit(batch)
+    run = trawl("status", "--data-dir", str(tmp_path), "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["stale_completions"] == 1
+    text = trawl("status", "--data-dir", str(tmp_path))
+    assert text.code == 0, text.err
+    rows = dict(line.split("  ", 1) for line in text.out.splitlines())
+    assert rows["stale results refused"].strip() == "1"
 
 
 def test_status_without_a_crawl_is_a_clear_error(tmp_path: Path) -> None:

@@ -19,8 +19,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FAST, FAST_RETRY, is_page
 from test_cli import assert_one_error_line, trawl
-from trawl.config import CrawlConfig, Timeouts
+from test_freshness import fresh_site
+from trawl.config import CrawlConfig, Freshness, Limits, Timeouts
 from trawl.metrics import CrawlMetrics, Levels
+from trawl.recrawl import RecrawlPolicy
 from trawl.runner import build_engine
 from trawl.testsite import SiteServer, generate_site
 
@@ -104,7 +106,10 @@ async def test_scraped_metrics_agree_with_the_summary_and_the_server(tmp_path: P
 
     for name, kind in REQUIRED.items():
         assert types.get(name) == kind, name
-    assert value(final, "trawl_fetch_success_total") == summary.fetched
+    assert labelled(final, "trawl_fetch_success_total", "fetch") == {
+        "first": summary.fetched,
+        "recrawl": 0,
+    }
     assert labelled(final, "trawl_fetch_failure_total", "reason") == summary.errors_by_class
     assert value(final, "trawl_retry_total") == summary.retries > 0
     assert value(final, "trawl_redirect_total") == summary.redirects > 0
@@ -157,20 +162,79 @@ def test_failures_are_counted_by_reason_and_only_once_committed() -> None:
         "timeout": 3,
         "http_503": 1,
     }
-    assert value(samples, "trawl_fetch_success_total") == 3
+    assert value(samples, "trawl_fetch_success_total", fetch="first") == 3
     assert value(samples, "trawl_retry_total") == 0
 
 
-def test_recrawls_and_sitemaps_feed_their_own_counters() -> None:
+def test_every_fetch_counts_as_a_success_labelled_first_or_recrawl() -> None:
     metrics = CrawlMetrics()
     metrics.committed({"fetched": 1, "recrawled": 5, "not_modified": 3, "recrawl_changed": 2})
-    metrics.committed({"sitemap_urls": 40, "recrawled": 1})
+    metrics.committed({"sitemap_urls": 40, "recrawled": 1, "recrawl_unchanged": 4})
+    metrics.committed({"sitemaps_read": 2, "sitemap_errors": 1})
     samples = samples_of(metrics)
-    assert value(samples, "trawl_fetch_success_total") == 1
+    assert labelled(samples, "trawl_fetch_success_total", "fetch") == {"first": 1, "recrawl": 6}
     assert value(samples, "trawl_recrawl_total") == 6
     assert value(samples, "trawl_not_modified_total") == 3
     assert value(samples, "trawl_recrawl_changed_total") == 2
+    assert value(samples, "trawl_recrawl_unchanged_total") == 4
+    assert value(samples, "trawl_sitemaps_read_total") == 2
     assert value(samples, "trawl_sitemap_urls_total") == 40
+    assert value(samples, "trawl_sitemap_errors_total") == 1
+
+
+def test_both_kinds_of_fetch_are_served_before_the_first_one() -> None:
+    """A rate over the counter is 0, not missing, until something is fetched."""
+    samples = samples_of(CrawlMetrics())
+    assert labelled(samples, "trawl_fetch_success_total", "fetch") == {"first": 0, "recrawl": 0}
+
+
+async def test_a_continuous_crawl_that_only_revisits_pages_keeps_its_fetch_rate(
+    tmp_path: Path,
+) -> None:
+    """Once every page has had its first fetch, a continuous crawl goes on fetching: the
+    success counter must keep rising, or the dashboard reads 0 pages/s and the stalled
+    crawl alert fires on a healthy crawl."""
+    port = free_port()
+    policy = RecrawlPolicy(minimum=0.2, maximum=1.0, initial=0.3)
+    with SiteServer(fresh_site) as server:
+        config = CrawlConfig(
+            seeds=server.site.seeds,
+            data_dir=tmp_path,
+            resolve=server.resolve_map(),
+            allow_networks=server.allow_networks(),
+            politeness=FAST,
+            retry=FAST_RETRY,
+            timeouts=Timeouts(connect=2.0, total=10.0),
+            parse_workers=0,
+            soft_404=False,
+            metrics_port=port,
+            limits=Limits(max_time=3.0),
+            freshness=Freshness(recrawl=policy, continuous=True),
+        )
+        during: list[Samples] = []
+        async with build_engine(config) as crawler:
+            run = asyncio.create_task(crawler.run())
+            while not run.done():
+                during.append((await scrape(port))[1])
+                await asyncio.sleep(0.05)
+            summary = await run
+            _, final = await scrape(port)
+        page_fetches = sum(1 for r in server.requests if is_page(r.path))
+
+    recrawled = summary.freshness["recrawled"]
+    assert summary.fetched == 5
+    assert recrawled >= 5
+    assert labelled(final, "trawl_fetch_success_total", "fetch") == {
+        "first": 5,
+        "recrawl": recrawled,
+    }
+    assert value(final, "trawl_recrawl_total") == recrawled
+    assert page_fetches == 5 + recrawled
+    # From the scrape that first saw every page fetched, the total still rose.
+    total = [sum(labelled(s, "trawl_fetch_success_total", "fetch").values()) for s in during]
+    firsts = [value(s, "trawl_fetch_success_total", fetch="first") for s in during]
+    settled = firsts.index(5)
+    assert total[-1] > total[settled]
 
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -197,17 +261,28 @@ def test_the_grafana_dashboard_uses_only_served_metrics() -> None:
         "trawl_fetch_success_total", "trawl_fetch_failure_total", "trawl_frontier_queue_size",
         "trawl_persistent_queue_size", "trawl_active_workers", "trawl_unique_urls",
         "trawl_fetch_duration_seconds", "trawl_store_write_duration_seconds",
-        "trawl_host_requests_total", "process_resident_memory_bytes",
+        "trawl_host_requests_total", "process_resident_memory_bytes", "trawl_recrawl_total",
+        "trawl_not_modified_total", "trawl_recrawl_changed_total",
+        "trawl_recrawl_unchanged_total", "trawl_sitemaps_read_total",
+        "trawl_sitemap_urls_total", "trawl_sitemap_errors_total",
     }  # fmt: skip
+    assert 'up{job="trawl"}' in " ".join(expressions)
 
 
 def test_the_alert_rules_are_valid_and_use_served_metrics() -> None:
     rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
     (group,) = rules["groups"]
     alerts = {rule["alert"]: rule for rule in group["rules"]}
-    assert set(alerts) == {"TrawlCrawlStalled", "TrawlHighErrorRate", "TrawlHostStuckInBackoff"}
+    assert set(alerts) == {
+        "TrawlCrawlStalled", "TrawlHighErrorRate", "TrawlHostStuckInBackoff",
+        "TrawlCrawlerDown", "TrawlNoCrawlerReporting",
+    }  # fmt: skip
     for rule in alerts.values():
         assert {"expr", "for", "labels", "annotations"} <= set(rule)
         assert set(_METRIC_NAME.findall(rule["expr"])) <= served_names()
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert config["rule_files"] == ["alerts.yml"]
+    # A crawler that stops answering scrapes alerts, named by the job that scrapes it.
+    (job,) = (scrape["job_name"] for scrape in config["scrape_configs"])
+    assert alerts["TrawlCrawlerDown"]["expr"] == f'up{{job="{job}"}} == 0'
+    assert alerts["TrawlNoCrawlerReporting"]["expr"].startswith("absent(trawl_")

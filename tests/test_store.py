@@ -22,8 +22,10 @@ from pg import DSN as PG_DSN
 from pg import connect as pg_connect
 from pg import pg_schema
 from trawl.errors import StoreError
+from trawl.priority import priority
 from trawl.store.base import (
     CommitBatch,
+    Duplicates,
     ExportRow,
     HostUpdate,
     NewURL,
@@ -420,6 +422,91 @@ async def test_export_rows_carry_the_latest_result(store: Engine) -> None:
     assert exported[moved.url].depth == 1
     assert exported[blocked.url].state == State.BLOCKED
     assert exported[blocked.url].error == "robots_unavailable"
+
+
+async def test_export_names_duplicates_and_aliases_by_url_with_content_hash(
+    store: Engine,
+) -> None:
+    owner, copy, near, alias, lone = (url("a.test", n) for n in range(1, 6))
+    await insert(store, owner, copy, near, alias, lone)
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    await store.claim({host: 5}, now=1000.0)
+    hash_a, hash_b = "a" * 64, "b" * 64
+
+    def done(page: NewURL, **fields: Any) -> Outcome:
+        return Outcome(page.id, host, State.DONE, 1, status=200, fetched_at=1.0, **fields)
+
+    await store.commit(
+        CommitBatch(
+            outcomes=[
+                done(owner, content_hash=hash_a),
+                done(copy, content_hash=hash_a),
+                done(near, content_hash=hash_b),
+                done(alias, canonical=owner.url),
+                done(lone, canonical="http://elsewhere.test/"),
+            ],
+            duplicates=[
+                Duplicates(copy.id, owner.id, None),
+                Duplicates(near.id, None, owner.id),
+            ],
+        )
+    )
+    exported = await rows(store)
+    linked = {
+        u: (r.duplicate_of, r.near_duplicate_of, r.alias_of, r.canonical, r.content_hash)
+        for u, r in exported.items()
+    }
+    assert linked == {
+        owner.url: (None, None, None, None, hash_a),
+        copy.url: (owner.url, None, None, None, hash_a),
+        near.url: (None, owner.url, None, None, hash_b),
+        alias.url: (None, None, owner.url, owner.url, None),
+        lone.url: (None, None, None, "http://elsewhere.test/", None),
+    }
+    # The API's pages of URLs read the same rows.
+    paged = {row.url: row for _, row in await store.url_page(-(2**63), 10)}
+    assert paged == exported
+
+
+async def test_a_url_found_shallower_before_its_fetch_takes_the_smaller_depth(
+    store: Engine,
+) -> None:
+    waiting, sibling, answered, handed, parked = (url("a.test", n, depth=5) for n in range(5))
+    await insert(store, waiting, sibling, answered, handed)
+    host = (await store.host_ids(["a.test"]))["a.test"]
+    claimed = {q.id for q in await store.claim({host: 2}, now=1e12)}
+    # Of the two claimed, one is answered and one stays handed out; two stay queued.
+    first, second = sorted(claimed)
+    await store.commit(
+        CommitBatch(outcomes=[Outcome(first, host, State.DONE, 1, status=200, fetched_at=1.0)])
+    )
+    queued = [u for u in (waiting, sibling, answered, handed) if u.id not in claimed]
+    low, other = queued
+    result = await store.commit(
+        CommitBatch(
+            new_urls=[parked],
+            shallower=[(low.id, 3), (low.id, 2), (other.id, 7), (first, 1), (second, 1)],
+        )
+    )
+    assert result.handed_out == ((host, second, 1),)
+    stored = await rows(store)
+    depths = {url_hash(u): row.depth for u, row in stored.items() if u != parked.url}
+    assert depths == {low.id: 2, other.id: 5, first: 5, second: 1}
+    # The shallower URL has the priority of its depth, so it is claimed first.
+    (next_up,) = await store.claim({host: 1}, now=1e12)
+    assert (next_up.id, next_up.depth) == (low.id, 2)
+    assert next_up.priority == pytest.approx(priority(2))
+    waiting_now = {uid: depth async for batch in store.queued_depths() for uid, depth in batch}
+    assert waiting_now == {other.id: 5, parked.id: 5}
+
+
+async def test_a_url_inserted_again_at_a_smaller_depth_takes_it(store: Engine) -> None:
+    """Another worker, whose seen-set did not know the URL, inserts it again: the store
+    keeps one row, at the smaller depth, and counts the candidate as a duplicate."""
+    await insert(store, url("a.test", 1, depth=6))
+    assert await insert(store, url("a.test", 1, depth=2), url("a.test", 1, depth=4)) == 0
+    assert (await rows(store))["http://a.test/1"].depth == 2
+    assert (await store.counters())["duplicates"] == 2
 
 
 async def test_ids_cover_the_whole_64_bit_range(store: Engine) -> None:

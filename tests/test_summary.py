@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from trawl.store.base import STALE_COUNTER
 from trawl.summary import Summary
 
 COUNTERS = {
@@ -63,3 +64,10 @@ def test_robots_rules_unavailable_robots_txt_and_unreachable_hosts_are_told_apar
     assert (data["robots_blocked"], data["robots_unavailable"], data["unreachable_hosts"]) == (
         7, 3, 2,
     )  # fmt: skip
+
+
+def test_results_refused_as_stale_are_shown() -> None:
+    summary = Summary.from_counters({STALE_COUNTER: 4}, state="done", elapsed=1.0)
+    assert json.loads(summary.to_json())["stale_completions"] == 4
+    rows = dict(line.split("  ", 1) for line in summary.lines())
+    assert rows["stale results refused"].strip() == "4"

@@ -131,6 +131,7 @@ class Committer:
             batch.inlinks = self._inlinks.observe(batch.new_urls)
             verdict = await self._seen.filter_new(batch.new_urls)
             batch.new_urls = verdict.new
+            batch.shallower = verdict.shallower
             batch.count("duplicates", verdict.duplicates)
             batch.count("hash_collisions", verdict.collisions)
         if batch.content and self._content is not None:

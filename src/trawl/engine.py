@@ -18,6 +18,7 @@ being extracted, waiting to commit, being claimed, or queued in the store.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import re
@@ -527,6 +528,8 @@ class Crawler:
     def _on_commit(self, result: CommitResult) -> None:
         if self._metrics is not None:
             self._metrics.committed(result.counters)
+        for host_id, url_id, depth in result.handed_out:
+            self._lower_depth(host_id, url_id, depth)
         if result.released:
             self._frontier.released(result.released)
         for name, value in result.counters.items():
@@ -846,6 +849,18 @@ class Crawler:
             revisit_interval=fresh.interval, due_at=fresh.due_at, change_hash=change,
             revalidation=revalidation,
         )  # fmt: skip
+
+    def _lower_depth(self, host_id: int, url_id: int, depth: int) -> None:
+        """A URL this worker holds in its buffer was found at a smaller depth: it is
+        fetched at that depth, so its links are too (one already in flight is not)."""
+        slot = self._scheduler.find(host_id)
+        if slot is None:
+            return
+        for n, held in enumerate(slot.queue):
+            if held.id == url_id:
+                if held.depth > depth:
+                    slot.queue[n] = dataclasses.replace(held, depth=depth)
+                return
 
     def _redirect(self, url: QueuedURL, location: str, batch: CommitBatch) -> str:
         batch.count("redirects")

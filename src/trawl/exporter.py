@@ -12,8 +12,11 @@ from trawl.store.location import StoreLocation
 
 COLUMNS = (
     "url", "status", "content_type", "length", "fetched_at", "depth", "redirect_to", "error",
-    "revalidated_at", "revalidation",
+    "revalidated_at", "revalidation", "duplicate_of", "near_duplicate_of", "alias_of",
+    "canonical", "content_hash",
 )  # fmt: skip
+"""The columns in their order: new ones are appended, so a reader by position keeps
+working."""
 
 
 def _record(row: ExportRow) -> dict[str, object]:
@@ -40,6 +43,11 @@ def _record(row: ExportRow) -> dict[str, object]:
             else None
         ),
         "revalidation": row.revalidation,
+        "duplicate_of": row.duplicate_of,
+        "near_duplicate_of": row.near_duplicate_of,
+        "alias_of": row.alias_of,
+        "canonical": row.canonical,
+        "content_hash": row.content_hash,
     }
 
 

@@ -8,6 +8,11 @@ transaction. Levels (queues, requests in flight, unique URLs, the resolver's cac
 read from the crawl when Prometheus scrapes. Requests per host are kept for every host
 but exposed for the ``TOP_HOSTS`` busiest only, so the label set stays bounded.
 
+``trawl_fetch_success_total`` counts every page fetched, its label ``fetch`` telling a
+page's first fetch (``first``, the summary's ``fetched``) from a recrawl (``recrawl``,
+the summary's ``recrawled``): a continuous crawl that only revisits pages still shows
+its rate.
+
 Every metric has its own registry (one per crawl, so tests can run several), plus the
 process collector (``process_resident_memory_bytes`` and friends).
 """
@@ -32,8 +37,9 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 
 # Committed counters (trawl.summary's names) and the metric each one feeds.
 _FAILURE_PREFIX = "error:"
+_FETCHES = {"fetched": "first", "recrawled": "recrawl"}
+"""The counters of pages fetched, each with its ``fetch`` label."""
 _COUNTED = {
-    "fetched": "fetch_success",
     "retries": "retry",
     "redirects": "redirect",
     "robots_blocked": "robots_blocked",
@@ -41,7 +47,10 @@ _COUNTED = {
     "recrawled": "recrawl",
     "not_modified": "not_modified",
     "recrawl_changed": "recrawl_changed",
+    "recrawl_unchanged": "recrawl_unchanged",
+    "sitemaps_read": "sitemaps_read",
     "sitemap_urls": "sitemap_urls",
+    "sitemap_errors": "sitemap_errors",
 }
 
 
@@ -113,11 +122,13 @@ class CrawlMetrics:
         self.registry = CollectorRegistry()
         self._hosts: Tally[str] = Tally()
         counters = {
-            "fetch_success": "Pages fetched for the first time (any HTTP answer)",
             "recrawl": "Fetches of pages fetched before",
             "not_modified": "Recrawls answered 304 Not Modified",
             "recrawl_changed": "Recrawls that found the page changed",
+            "recrawl_unchanged": "Recrawls that found the page unchanged (a 304 included)",
+            "sitemaps_read": "Sitemaps and sitemap indexes read",
             "sitemap_urls": "URLs listed by the sitemaps read",
+            "sitemap_errors": "Sitemaps that could not be read",
             "retry": "Fetches scheduled again after a retryable failure",
             "redirect": "Redirect answers",
             "robots_blocked": "URLs robots.txt kept from being fetched",
@@ -127,6 +138,13 @@ class CrawlMetrics:
             key: Counter(f"trawl_{key}", doc, registry=self.registry)
             for key, doc in counters.items()
         }
+        self._fetches = Counter(
+            "trawl_fetch_success",
+            "Pages fetched (any HTTP answer): a page's first fetch, or a recrawl",
+            ["fetch"], registry=self.registry,
+        )  # fmt: skip
+        for label in _FETCHES.values():
+            self._fetches.labels(label)
         self._failures = Counter(
             "trawl_fetch_failure", "Fetches given up, by reason", ["reason"],
             registry=self.registry,
@@ -154,6 +172,9 @@ class CrawlMetrics:
         for name, value in counters.items():
             if value <= 0:
                 continue
+            fetch = _FETCHES.get(name)
+            if fetch is not None:
+                self._fetches.labels(fetch).inc(value)
             metric = _COUNTED.get(name)
             if metric is not None:
                 self._counters[metric].inc(value)

@@ -10,6 +10,16 @@ Because the store inserts a URL only if its hash is absent (PostgreSQL's primary
 with ``ON CONFLICT DO NOTHING``; SQLite's own check against its id index), a wrong
 Bloom answer can never create a duplicate or lose a URL: the unique count always comes
 from the store.
+
+A known URL found again at a smaller depth than it was stored with takes that depth if
+it is not fetched yet (trawl.store.base.CommitBatch.shallower), so a URL's depth is its
+shortest path found before its fetch, whatever the fetch order. Asking the store about
+every duplicate would undo the caches above, so a depth sketch answers first: one byte
+per slot, a slot per id modulo its size, holding one more than the largest depth a URL
+of that slot was stored with (0: none stored in this process). A duplicate whose depth
+is not below its slot's cannot be shallower than its stored depth and goes no further;
+the others are handed to the store, whose update is exact. A resumed crawl fills the
+sketch with the depths of the URLs still waiting (the only ones that can change).
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ class SeenVerdict:
     duplicates: int
     collisions: int
     store_lookups: int
+    shallower: list[tuple[int, int]]
+    """(id, depth) of candidates that may be known at a greater depth: for the store."""
 
 
 KNOWN_CACHE = 1_400_000
@@ -39,6 +51,10 @@ KNOWN_CACHE = 1_400_000
 (about 23 bytes each, 32 MB at most; trawl.known_ids). At 10 M URLs in bench.store the
 store look-ups fell from 15.1 M to 5.9 M of 36.1 M candidates against 200,000 ids in
 dicts alone, and peak RSS rose from 201 to 220 MB."""
+
+
+SKETCH_MAX = 255
+"""The largest value a sketch slot holds: depths from 254 on share it."""
 
 
 def _identity(item: int) -> int:
@@ -58,19 +74,49 @@ class SeenSet:
         self._store = store
         self._bloom = Bloom(expected_urls, error_rate, hash_func=_identity)
         self._known = KnownIds(known_cache)
+        self._sketch = bytearray(expected_urls)
+        self._slots = expected_urls
 
     @property
     def bloom_bytes(self) -> int:
         """RAM held by the Bloom filter's bit array."""
         return int(self._bloom.size_in_bits) // 8
 
+    @property
+    def sketch_bytes(self) -> int:
+        """RAM held by the depth sketch."""
+        return self._slots
+
     async def load(self) -> int:
-        """Fill the Bloom filter from the store (on start and resume); return the count."""
+        """Fill the Bloom filter from the store, and the depth sketch from its queued
+        URLs (on start and resume); return the count of URLs."""
         count = 0
         async for ids in self._store.iter_ids():
             self._bloom.update(ids)
             count += len(ids)
+        async for queued in self._store.queued_depths():
+            self._mark(queued)
         return count
+
+    def _mark(self, urls: Sequence[tuple[int, int]]) -> None:
+        """Record in the sketch that each (id, depth) is stored at that depth."""
+        sketch, slots = self._sketch, self._slots
+        for uid, depth in urls:
+            slot = uid % slots
+            value = min(depth + 1, SKETCH_MAX)
+            if sketch[slot] < value:
+                sketch[slot] = value
+
+    def _shallower(self, candidates: Sequence[NewURL]) -> list[tuple[int, int]]:
+        """(id, depth) of the candidates whose slot says a URL there may be stored
+        deeper than the candidate's depth."""
+        sketch, slots = self._sketch, self._slots
+        found: list[tuple[int, int]] = []
+        for u in candidates:
+            depth = u.depth
+            if sketch[u.id % slots] > depth + 1:
+                found.append((u.id, depth))
+        return found
 
     async def filter_new(self, candidates: Sequence[NewURL]) -> SeenVerdict:
         """Split ``candidates`` into URLs not yet known and a count of duplicates.
@@ -98,4 +144,8 @@ class SeenSet:
         ids = list(unique)
         self._bloom.update(ids)
         known.add_all(kept + ids, kept_hashes + [hash(u.url) for u in new])
-        return SeenVerdict(new, duplicates, collisions, len(maybe))
+        self._mark([(u.id, u.depth) for u in new])
+        # After the new URLs are marked: a new URL repeated in the batch at a smaller
+        # depth than its first (stored) candidate is found too.
+        shallower = self._shallower(candidates) if duplicates else []
+        return SeenVerdict(new, duplicates, collisions, len(maybe), shallower)

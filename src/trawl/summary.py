@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
+from trawl.store.base import STALE_COUNTER
+
 STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
 
@@ -72,6 +74,9 @@ class Summary:
     unreachable_hosts: int = 0
     """Hosts that gave no answer at all (no such name, no connection, no answer in time,
     a failed TLS handshake); their URLs count under ``failed`` by error class."""
+    stale_completions: int = 0
+    """Results the store refused because their host's lease had passed to another
+    worker (trawl.store.base.settle_fences): 0 in a crawl of one process."""
 
     @property
     def disallowed(self) -> int:
@@ -126,6 +131,7 @@ class Summary:
             fetched_this_run=fetched - fetched_before,
             robots_unavailable=counters.get("blocked:robots_unavailable", 0),
             unreachable_hosts=counters.get("unreachable_hosts", 0),
+            stale_completions=counters.get(STALE_COUNTER, 0),
         )
 
     def to_json(self) -> str:
@@ -155,6 +161,7 @@ class Summary:
             ("retries", str(self.retries)),
             ("failed", f"{self.failed}" + (f" ({errors})" if errors else "")),
             ("requests sent", str(self.requests)),
+            ("stale results refused", str(self.stale_completions)),
             ("limits", ", ".join(f"{n} {v}" for n, v in self.limits.items()) or "-"),
             ("content", ", ".join(f"{n} {v}" for n, v in self.content.items()) or "-"),
             ("freshness", ", ".join(f"{n} {v}" for n, v in self.freshness.items()) or "-"),

@@ -327,6 +327,13 @@ class CommitBatch:
     lastmods: list[tuple[int, float]] = field(default_factory=list)
     """Sitemap change hints, (url id, lastmod): a page fetched before its lastmod is due
     at once."""
+    shallower: list[tuple[int, int]] = field(default_factory=list)
+    """Known URLs found again, (url id, depth), that may be stored deeper (the seen-set's
+    depth sketch, trawl.seen): one not fetched yet (QUEUED, PARKED, or CLAIMED: handed
+    out to a worker's buffer) and stored deeper takes the smaller depth, with the
+    priority of that depth and, while queued, its queue rank, after the batch's new URLs
+    are inserted. A URL already answered keeps its depth: its links were followed from
+    there."""
     at: float = field(default_factory=time.time)
     """When the batch was made: new URLs are queued at this time (their queue rank)."""
 
@@ -341,7 +348,7 @@ class CommitBatch:
     def __len__(self) -> int:
         return (
             len(self.outcomes) + len(self.new_urls) + len(self.hosts) + len(self.fenced)
-            + len(self.lastmods) + len(self.inlinks)
+            + len(self.lastmods) + len(self.inlinks) + len(self.shallower)
         )  # fmt: skip
 
 
@@ -457,6 +464,10 @@ class CommitResult:
     counters: Mapping[str, int]
     released: frozenset[int] = frozenset()
     """Hosts whose release the batch carried (held or stale, the release is settled)."""
+    handed_out: tuple[tuple[int, int, int], ...] = ()
+    """(host id, url id, depth) of the batch's shallower URLs (:attr:`CommitBatch.shallower`)
+    that are handed out (CLAIMED): the worker holding one lowers the depth of its copy
+    before it fetches it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,16 +487,46 @@ class ExportRow:
     revalidation: str | None = None
     """When a recrawl last answered and what it found (a :class:`Revalidation` value);
     None for a URL fetched once."""
+    duplicate_of: str | None = None
+    """The URL of the first page with the same content hash (None: none, or content not
+    fingerprinted)."""
+    near_duplicate_of: str | None = None
+    """The URL of the earliest page within a few bits of its SimHash (trawl.neardup)."""
+    alias_of: str | None = None
+    """The known URL its ``<link rel=canonical>`` names, when that is another URL."""
+    canonical: str | None = None
+    """The URL its ``<link rel=canonical>`` names, known to the crawl or not."""
+    content_hash: str | None = None
+    """SHA-256 (hex) of its latest fingerprinted content (``--text``, ``--events``)."""
+
+
+def shallowest(found: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(id, depth) pairs with each id once, at its smallest depth, in id order."""
+    best: dict[int, int] = {}
+    for uid, depth in found:
+        if best.get(uid, depth + 1) > depth:
+            best[uid] = depth
+    return sorted(best.items())
 
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1
 """The range of URL ids (signed 64-bit hashes)."""
 
-EXPORT_COLUMNS = (
-    "id, url, status, content_type, length, fetched_at, depth, redirect_to, error, state, "
-    "revalidated_at, revalidation"
-)
-"""The ``urls`` columns an export row is read from, in :func:`export_row`'s order."""
+_LINKED = ("duplicate_of", "near_duplicate_of", "alias_of")
+"""The ``urls`` columns that hold another URL's id, exported as that URL."""
+
+
+def export_columns(first: str, url_of: str) -> str:
+    """The columns an export row is read from, in :func:`export_row`'s order, of
+    ``urls`` as ``u``: ``first`` is the URL id's column, and ``url_of`` the engine's
+    expression for the URL whose id is in a column (``{}``: that column)."""
+    linked = ", ".join(url_of.format(f"u.{column}") for column in _LINKED)
+    return (
+        f"{first}, u.url, u.status, u.content_type, u.length, u.fetched_at, u.depth, "
+        f"u.redirect_to, u.error, u.state, u.revalidated_at, u.revalidation, {linked}, "
+        "u.canonical, u.content_hash"
+    )
+
 
 Row = tuple[Any, ...]
 
@@ -510,11 +551,12 @@ async def pages_by_id(
 
 
 def export_row(row: Row) -> ExportRow:
-    """An :class:`ExportRow` from the columns of :data:`EXPORT_COLUMNS`."""
+    """An :class:`ExportRow` from the columns of :func:`export_columns`."""
     return ExportRow(
         url=row[1], status=row[2], content_type=row[3], length=row[4], fetched_at=row[5],
         depth=row[6], redirect_to=row[7], error=row[8], state=State(row[9]),
-        revalidated_at=row[10], revalidation=row[11],
+        revalidated_at=row[10], revalidation=row[11], duplicate_of=row[12],
+        near_duplicate_of=row[13], alias_of=row[14], canonical=row[15], content_hash=row[16],
     )  # fmt: skip
 
 
@@ -563,6 +605,11 @@ class Store(Protocol):
     async def iter_ids(self, batch: int = 100_000) -> AsyncIterator[Sequence[int]]:
         """Yield the ids of every known URL, in batches (to rebuild the Bloom filter)."""
         yield ()
+
+    def queued_depths(self, batch: int = 100_000) -> AsyncIterator[Sequence[tuple[int, int]]]:
+        """Yield (id, depth) of every URL waiting to be fetched (QUEUED or PARKED), in
+        batches (to fill the seen-set's depth sketch)."""
+        ...
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         """Return ``{id: url}`` for the given ids that are already known."""

@@ -31,12 +31,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from trawl.errors import StoreError
 from trawl.neardup import Blocks
-from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, priority
+from trawl.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
     CLAIM_COLUMNS,
     DISCOVERY_BUDGET_COUNTER,
-    EXPORT_COLUMNS,
     MAX_ID,
     MIN_ID,
     PAGE_BUDGET_COUNTER,
@@ -53,10 +52,12 @@ from trawl.store.base import (
     Row,
     Soft404Record,
     State,
+    export_columns,
     export_row,
     host_tallies,
     pages_by_id,
     settle_fences,
+    shallowest,
 )
 from trawl.store.postgres_content import (
     apply_content,
@@ -379,6 +380,27 @@ UPDATE urls SET priority = LEAST(1.0, urls.priority + {LEVEL_STEP} * (l.level - 
 FROM l JOIN locked ON locked.id = l.id
 WHERE urls.id = l.id
 """
+_SHALLOWER = f"""
+WITH s AS (
+    SELECT * FROM unnest(%s::bigint[], %s::integer[]) AS s(id, depth)
+), locked AS (
+    SELECT urls.id FROM urls JOIN s ON urls.id = s.id
+    WHERE urls.depth > s.depth AND urls.state IN ({_QUEUED}, {_CLAIMED}, {_PARKED})
+    FOR UPDATE OF urls SKIP LOCKED
+), raised AS (
+    SELECT urls.id, s.depth, LEAST(1.0, urls.priority + {DEPTH_WEIGHT} / (1.0 + s.depth)
+        - {DEPTH_WEIGHT} / (1.0 + urls.depth)) AS priority
+    FROM urls JOIN s ON urls.id = s.id JOIN locked ON locked.id = s.id
+)
+UPDATE urls SET depth = raised.depth, priority = raised.priority,
+    rank = urls.rank - CASE WHEN urls.state = {_QUEUED}
+        THEN (raised.priority - urls.priority) * %s ELSE 0 END
+FROM raised WHERE urls.id = raised.id
+RETURNING urls.host_id, urls.id, urls.depth, urls.state
+"""
+"""A URL not fetched yet found at a smaller depth takes it, with the priority of that
+depth (trawl.priority) and, while queued, the rank that priority gives (its parameters:
+the ids and depths, each id once, and the horizon). Returns the rows it changed."""
 _LASTMODS = """
 WITH l AS (
     SELECT * FROM unnest(%s::bigint[], %s::float8[]) AS l(id, lastmod)
@@ -467,7 +489,10 @@ _SET_SOFT404 = (
     "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(id, fingerprint, at) "
     "WHERE hosts.id = p.id"
 )
-_EXPORT = f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= %s ORDER BY id LIMIT %s"
+_EXPORT_COLUMNS = export_columns("u.id", "(SELECT t.url FROM urls AS t WHERE t.id = {})")
+"""The export columns of ``urls`` as ``u``; a column holding another URL's id reads that
+URL by its key."""
+_EXPORT = f"SELECT {_EXPORT_COLUMNS} FROM urls AS u WHERE u.id >= %s ORDER BY u.id LIMIT %s"
 
 
 class PostgresStore(AsyncResource):
@@ -704,6 +729,19 @@ class PostgresStore(AsyncResource):
         async for rows in pages_by_id(page):
             yield [row[0] for row in rows]
 
+    async def queued_depths(self, batch: int = 100_000) -> AsyncIterator[Sequence[tuple[int, int]]]:
+        async def page(start: int) -> list[Row]:
+            async with self._connection() as conn:
+                cursor = await conn.execute(
+                    f"SELECT id, depth FROM urls WHERE id >= %s AND state IN ({_QUEUED}, "
+                    f"{_PARKED}) ORDER BY id LIMIT %s",
+                    (start, batch),
+                )
+                return await cursor.fetchall()
+
+        async for rows in pages_by_id(page):
+            yield [(row[0], row[1]) for row in rows]
+
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         async with self._connection() as conn:
             cursor = await conn.execute(
@@ -771,12 +809,24 @@ class PostgresStore(AsyncResource):
             if batch.outcomes:
                 await self._answer(conn, batch.outcomes)
             inserted = None
+            handed_out: tuple[tuple[int, int, int], ...] = ()
             if batch.new_urls:
                 inserted = await self._insert_urls(conn, batch)
             await self._update_hosts(conn, batch)
             if batch.inlinks:
                 ids, levels = columns(batch.inlinks, 2)
                 await conn.execute(_RAISE_INLINKS, (ids, levels, self._horizon))
+            # Another worker may have stored a new URL of the batch first, deeper: the
+            # insert leaves its row alone, so the new URLs are checked too.
+            hints = [*batch.shallower, *((u.id, u.depth) for u in batch.new_urls)]
+            if hints:
+                ids, depths = columns(shallowest(hints), 2)
+                lowered = await conn.execute(_SHALLOWER, (ids, depths, self._horizon))
+                handed_out = tuple(
+                    (host_id, url_id, depth)
+                    for host_id, url_id, depth, state in await lowered.fetchall()
+                    if state == _CLAIMED
+                )
             if batch.lastmods:
                 ids, lastmods = columns(batch.lastmods, 2)
                 await conn.execute(_LASTMODS, (ids, lastmods, batch.at, batch.at))
@@ -808,6 +858,7 @@ class PostgresStore(AsyncResource):
             hosts_with_new_work=frozenset(hosts_with_new_work),
             counters=counters,
             released=frozenset(r.host_id for r in batch.releases),
+            handed_out=handed_out,
         )
 
     async def _answer(self, conn: AsyncConnection[Any], outcomes: Sequence[Outcome]) -> None:
@@ -1003,8 +1054,8 @@ class PostgresStore(AsyncResource):
     ) -> list[tuple[int, ExportRow]]:
         async with self._connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {EXPORT_COLUMNS} FROM urls WHERE id >= %s "
-                "AND (%s::smallint IS NULL OR state = %s::smallint) ORDER BY id LIMIT %s",
+                f"SELECT {_EXPORT_COLUMNS} FROM urls AS u WHERE u.id >= %s "
+                "AND (%s::smallint IS NULL OR u.state = %s::smallint) ORDER BY u.id LIMIT %s",
                 (start, state, state, limit),
             )
             rows = await cursor.fetchall()

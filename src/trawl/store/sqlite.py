@@ -13,6 +13,7 @@ insert of new URLs stops at a host's discovery budget (its ``discovered`` count)
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import sqlite3
@@ -25,11 +26,10 @@ from typing import TypeVar
 
 from trawl.errors import StoreError
 from trawl.neardup import Blocks
-from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, priority
+from trawl.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
     DISCOVERY_BUDGET_COUNTER,
-    EXPORT_COLUMNS,
     PAGE_BUDGET_COUNTER,
     PAGE_BUDGET_ERROR,
     CommitBatch,
@@ -46,10 +46,12 @@ from trawl.store.base import (
     Row,
     Soft404Record,
     State,
+    export_columns,
     export_row,
     host_tallies,
     pages_by_id,
     settle_fences,
+    shallowest,
 )
 from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
@@ -73,6 +75,7 @@ from trawl.store.sqlite_frontier import (
 )
 from trawl.store.sqlite_ids import (
     MERGE_ROWS,
+    ROW_OF,
     by_id,
     file_since,
     inbox_size,
@@ -85,9 +88,10 @@ T = TypeVar("T")
 
 DB_NAME = "crawl.db"
 
-_EXPORT_BY_ID = "k.id, " + EXPORT_COLUMNS.removeprefix("id, ")
+_EXPORT_BY_ID = export_columns("k.id", "(SELECT t.url FROM urls AS t WHERE t.seq = " + ROW_OF + ")")
 """The export columns read through the id index (trawl.store.sqlite_ids), the URL id
-taken from it so that the rows come in its order."""
+taken from it so that the rows come in its order; a column holding another URL's id
+reads that URL through the index too."""
 
 
 class SQLiteStore(AsyncResource):
@@ -294,6 +298,20 @@ class SQLiteStore(AsyncResource):
 
         async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
             yield [row[0] for row in rows]
+
+    async def queued_depths(self, batch: int = 100_000) -> AsyncIterator[Sequence[tuple[int, int]]]:
+        def page(after: int) -> list[Row]:
+            # In storage order: one pass over the table, no look-up through the id index.
+            query = (
+                "SELECT seq, id, depth FROM urls WHERE seq > ? AND state IN (?, ?) "
+                "ORDER BY seq LIMIT ?"
+            )
+            return self._db.execute(query, (after, State.QUEUED, State.PARKED, batch)).fetchall()
+
+        rows = await self._run(functools.partial(page, 0))
+        while rows:
+            yield [(row[1], row[2]) for row in rows]
+            rows = await self._run(functools.partial(page, rows[-1][0]))
 
     async def existing(self, ids: Sequence[int]) -> Mapping[int, str]:
         query = "SELECT k.id, u.url FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq WHERE k.id IN"
@@ -819,6 +837,19 @@ _RAISE_INLINKS = (
     f"inlink_level = ?1 WHERE seq = {row_of('?3')} AND inlink_level < ?1"
 )
 """A URL gains ``LEVEL_STEP`` of priority per in-link level it reached (trawl.inlinks)."""
+_SHALLOWER = (
+    f"UPDATE urls SET depth = ?1, priority = MIN(1.0, priority + {DEPTH_WEIGHT} / (1.0 + ?1) "
+    f"- {DEPTH_WEIGHT} / (1.0 + depth)), rank = rank - CASE WHEN state = 0 THEN (MIN(1.0, "
+    f"priority + {DEPTH_WEIGHT} / (1.0 + ?1) - {DEPTH_WEIGHT} / (1.0 + depth)) - priority) "
+    f"* ?2 ELSE 0 END WHERE seq = {row_of('?3')} AND depth > ?1 AND state IN (0, 1, 5)"
+)
+"""A URL not fetched yet found at a smaller depth takes it, with the priority of that
+depth (trawl.priority) and, while queued, the rank that priority gives."""
+_HANDED_OUT = (
+    "SELECT u.host_id, k.id, u.depth FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
+    "WHERE u.state = 1 AND k.id IN"
+)
+"""The handed-out URLs among some ids, with their hosts and depths."""
 _INSERT_URL = (
     "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -894,17 +925,25 @@ def _merge(db: sqlite3.Connection) -> None:
     merge_staged(db)
 
 
-def _unstored(db: sqlite3.Connection, urls: Sequence[NewURL]) -> list[NewURL]:
+def _unstored(
+    db: sqlite3.Connection, urls: Sequence[NewURL]
+) -> tuple[list[NewURL], list[tuple[int, int]]]:
     """The URLs of ``urls`` whose id the store does not hold, each id once (the first
-    found): the store's own insert-if-absent check, a read of the id index and no
-    write."""
+    found at the smallest depth): the store's own insert-if-absent check, a read of the
+    id index and no write. With them, (id, depth) of the others, which may be stored
+    deeper (:attr:`CommitBatch.shallower`)."""
     wanted = sorted({u.id for u in urls})
     held = {row[0] for row in select_in(db, "SELECT id FROM url_ids WHERE id IN", wanted)}
     fresh: dict[int, NewURL] = {}
+    known: list[tuple[int, int]] = []
     for u in urls:
-        if u.id not in held:
-            fresh.setdefault(u.id, u)
-    return list(fresh.values())
+        if u.id in held:
+            known.append((u.id, u.depth))
+            continue
+        first = fresh.setdefault(u.id, u)
+        if u.depth < first.depth:
+            fresh[u.id] = u
+    return list(fresh.values()), known
 
 
 def _depth_of(url: NewURL) -> int:
@@ -984,7 +1023,7 @@ def _apply(
         )
     inserted = left_out = 0
     hosts_with_new_work: set[int] = set()
-    fresh = _unstored(db, batch.new_urls) if batch.new_urls else []
+    fresh, known = _unstored(db, batch.new_urls) if batch.new_urls else ([], [])
     if fresh:
         filed_after = last_seq(db)
         host_id = _batch_host_ids(db, {u.host for u in fresh}, known_hosts, found_hosts)
@@ -1043,6 +1082,18 @@ def _apply(
         lifted = lift(db, [uid for uid, _ in batch.inlinks])
         db.executemany(_RAISE_INLINKS, [(level, horizon, uid) for uid, level in batch.inlinks])
         restore(db, lifted)
+    handed_out: tuple[tuple[int, int, int], ...] = ()
+    if batch.shallower or known:
+        found = shallowest([*batch.shallower, *known])
+        wanted = dict(found)
+        handed_out = tuple(
+            (host_id, uid, wanted[uid])
+            for host_id, uid, depth in select_in(db, _HANDED_OUT, list(wanted))
+            if depth > wanted[uid]
+        )
+        lifted = lift(db, list(wanted))
+        db.executemany(_SHALLOWER, [(depth, horizon, uid) for uid, depth in found])
+        restore(db, lifted)
     apply_content(db, batch)
     _release(db, batch.releases)
     _add_counters(db, counters)
@@ -1050,5 +1101,6 @@ def _apply(
         inserted=inserted,
         hosts_with_new_work=frozenset(hosts_with_new_work),
         counters=counters,
+        handed_out=handed_out,
         released=frozenset(r.host_id for r in batch.releases),
     )
