@@ -30,7 +30,7 @@ from trawl.committer import Committer
 from trawl.config import CrawlConfig, RecrawlPass
 from trawl.content import ContentStage, FetchedContent
 from trawl.errors import UsageError
-from trawl.extract import ExtractPool
+from trawl.extract import ExtractFailed, ExtractPool
 from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult, Validators
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
@@ -92,6 +92,9 @@ UNREACHABLE_ERRORS = frozenset(
 connection, no answer in time, a failed TLS handshake): after the last attempt its URLs
 fail with that error class, counted as failed, instead of being held back as if
 robots.txt disallowed them (a 5xx or a broken answer still does, as RFC 9309 says)."""
+
+EXTRACT_FAILED = "extract_failed"
+"""The error class of a page whose extract worker died while extracting it."""
 
 RUN_STARTED_KEY = "run_started_at"
 """Meta key: when the current (or last) run started, as Unix time."""
@@ -750,11 +753,31 @@ class Crawler:
         self._wake.set()
         if answered:
             self._extracting += 1
+            counted = dict(batch.counters)
             try:
-                batch.outcomes.append(await self._fetched(url, result, wall, attempts, batch))
+                outcome = await self._fetched(url, result, wall, attempts, batch)
+            except ExtractFailed:
+                # The extraction is the first thing that adds to the batch but counters.
+                batch.counters = counted
+                outcome = self._extract_failed(url, result, wall, attempts, batch)
             finally:
                 self._extracting -= 1
+            batch.outcomes.append(outcome)
         await self._committer.submit(batch)
+
+    def _extract_failed(
+        self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
+    ) -> Outcome:
+        """The page's extract worker died holding it (trawl.extract): the page fails, not
+        retried, as a page that kills its worker would kill the next one too."""
+        batch.count("failed")
+        batch.count(f"error:{EXTRACT_FAILED}")
+        batch.count(f"status_{(result.status or 0) // 100}xx")
+        return Outcome(
+            url.id, url.host_id, State.FAILED, attempts, status=result.status, fetched_at=wall,
+            error=EXTRACT_FAILED, storage=result.archived, elapsed=result.elapsed,
+            due_at=failed_due(self._config.freshness.recrawl, url, wall),
+        )  # fmt: skip
 
     async def _fetched(
         self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
