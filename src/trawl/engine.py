@@ -373,29 +373,34 @@ class Crawler:
             await self._wake.wait()
 
     def _dispatch(self, slot: HostSlot, group: asyncio.TaskGroup) -> None:
+        job = self._turn(slot)
+        if job is not None:
+            self._spawn(group, slot, job)
+
+    def _turn(self, slot: HostSlot) -> Coroutine[Any, Any, None] | None:
+        """The job of the host's turn (None: it has none now). The job is given every URL
+        it needs now: the host's lease, and its buffered URLs with it, may be lost before
+        the job first runs (:meth:`Frontier.renew`)."""
         if not self._frontier.may_dispatch(slot, self._config.timeouts.total):
             # The lease is lost or runs out before a fetch could end: wait for the
             # renewal (or the loss) instead of risking two workers on one host.
             if slot.generation is not None:
                 self._scheduler.pause(slot, self._config.leases.renew_every / 4)
-            return
+            return None
         assert slot.generation is not None
         fence = Fence(slot.id, slot.generation)
         if not slot.resolved:
             # Resolve first, so that the per-address limit covers the host's first request.
             slot.resolving = True
-            self._spawn(group, slot, self._resolve_job(slot, fence))
-            return
+            return self._resolve_job(slot, slot.queue[0].url, fence)
         if slot.needs_robots(self._clock()):
             slot.robots_pending = True
             self._scheduler.started(slot)
-            self._spawn(group, slot, self._robots_job(slot, fence))
-            return
+            return self._robots_job(slot, slot.queue[0].url, fence)
         if self._soft404.wants_probe(slot.id) and slot.refused is None:
             # The soft-404 probe takes the host's first turn after robots.txt.
             self._scheduler.started(slot)
-            self._spawn(group, slot, self._soft404_job(slot, slot.queue[0].url, fence))
-            return
+            return self._soft404_job(slot, slot.queue[0].url, fence)
         url = self._scheduler.take(slot)
         if self._frontier.runs_low(slot):
             self._refill_wanted.set()
@@ -403,18 +408,16 @@ class Crawler:
         if slot.refused is not None or self._rules.blocks(slot.name, url.url):
             refused = CommitBatch(fence=fence)
             self._refuse(refused, url, slot.refused or BLOCKED_ERROR)
-            self._spawn(group, slot, self._committer.submit(refused))
             self._scheduler.requeue(slot)
-            return
+            return self._committer.submit(refused)
         if not rules.allowed(url.url):
             reason = "robots_unavailable" if rules is DISALLOW_ALL else None
-            self._spawn(group, slot, self._blocked(url, reason, fence))
             self._scheduler.requeue(slot)
-            return
+            return self._blocked(url, reason, fence)
         self._scheduler.started(slot)
         if not url.refetch:
             self._dispatched += 1
-        self._spawn(group, slot, self._page_job(slot, url, fence))
+        return self._page_job(slot, url, fence)
 
     @staticmethod
     def _spawn(group: asyncio.TaskGroup, slot: HostSlot, job: Coroutine[Any, Any, None]) -> None:
@@ -525,11 +528,11 @@ class Crawler:
 
     # -- hosts ---------------------------------------------------------------------------
 
-    async def _resolve_job(self, slot: HostSlot, fence: Fence) -> None:
+    async def _resolve_job(self, slot: HostSlot, some_url: str, fence: Fence) -> None:
         address: str | None = None
         batch = CommitBatch(fence=fence)
         try:
-            address = await self._fetcher.address_of(hostname(slot.queue[0].url))
+            address = await self._fetcher.address_of(hostname(some_url))
         except BlockedAddress:
             self._give_up(slot, FetchError.BLOCKED_ADDRESS.value, batch, count="blocked_hosts")
         if address is not None and not await self._store.claim_address(
@@ -581,9 +584,8 @@ class Crawler:
 
     # -- robots --------------------------------------------------------------------------
 
-    async def _robots_job(self, slot: HostSlot, fence: Fence) -> None:
+    async def _robots_job(self, slot: HostSlot, some_url: str, fence: Fence) -> None:
         started = self._clock()
-        some_url = slot.queue[0].url
         answer = await self._robots.check(slot.id, some_url)
         batch = CommitBatch(fence=fence)
         if answer.fetched:
