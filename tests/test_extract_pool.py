@@ -1,26 +1,50 @@
-"""Extract workers load their code while the crawl starts; one that cannot start or dies
-fails the crawl with one line saying why, never silently and never with a traceback."""
+"""Extract workers load their code while the crawl starts. One that dies mid-crawl is
+replaced and only the page it held fails; one that cannot start, dies before answering
+anything or keeps dying fails the crawl with one line saying why, never silently and
+never with a traceback."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from conftest import is_page
-from test_cli import Run, assert_one_error_line
+from test_cli import Run, assert_one_error_line, trawl
+from test_crawl import page
 from trawl.config import ScopeConfig
-from trawl.extract import ExtractPool, ExtractSettings, WorkerStopped, stop_reason
-from trawl.testsite import SiteServer, generate_site
+from trawl.extract import (
+    DEATH_WINDOW,
+    MAX_DEATHS,
+    Extracted,
+    ExtractFailed,
+    ExtractPool,
+    ExtractSettings,
+    WorkerStopped,
+    stop_reason,
+)
+from trawl.testsite import Site, SiteServer, generate_site
 from trawl.urls import DEFAULT_RULES
 
 SETTINGS = ExtractSettings(("http://a.test/",), ScopeConfig(), DEFAULT_RULES, "trawl", True, 10)
+
+
+async def kill_worker(pool: ExtractPool) -> None:
+    """Kill the pool's one worker process with SIGKILL and wait until the pool knows."""
+    (worker,) = pool._workers
+    assert worker.process is not None
+    assert worker.reader is not None
+    worker.process.kill()
+    await worker.reader
 
 
 async def test_the_pool_starts_without_waiting_for_its_workers_to_load(
@@ -51,12 +75,74 @@ async def test_pages_sent_while_a_worker_loads_are_answered_in_order() -> None:
     assert [link.url for link in second.links] == ["http://a.test/two"]
 
 
-async def test_a_worker_killed_between_pages_fails_the_next_one_with_the_signal() -> None:
+async def test_a_worker_killed_between_pages_is_replaced(caplog: pytest.LogCaptureFixture) -> None:
     async with ExtractPool(SETTINGS, workers=1) as pool:
         await pool.extract("http://a.test/", 1, b'<a href="/one">1</a>', None, ())
         (worker,) = pool._workers
-        worker.process.kill()
-        await worker.reader
+        killed = worker.process
+        await kill_worker(pool)
+        found = await pool.extract("http://a.test/", 1, b'<a href="/two">2</a>', None, ())
+        assert worker.process is not killed
+    assert [link.url for link in found.links] == ["http://a.test/two"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "a link-extraction worker stopped (killed by signal 9 (SIGKILL)): starting another"
+    ]
+
+
+async def test_a_worker_killed_while_extracting_fails_that_page_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with ExtractPool(SETTINGS, workers=1) as pool:
+        await pool.extract("http://a.test/", 1, b'<a href="/zero">0</a>', None, ())
+        # Pages queued behind the one the worker holds when it dies: answers come in
+        # order, so the first page owed is the one it held, whether it had read it or not.
+        pages = [
+            asyncio.create_task(
+                pool.extract(f"http://a.test/{n}", 1, f'<a href="/p{n}">{n}</a>'.encode(), None, ())
+            )
+            for n in range(1, 5)
+        ]
+        await asyncio.sleep(0)
+        await kill_worker(pool)
+        answers = await asyncio.gather(*pages, return_exceptions=True)
+    held, *others = answers
+    assert isinstance(held, ExtractFailed), held
+    assert str(held) == "its link-extraction worker stopped: killed by signal 9 (SIGKILL)"
+    assert [[link.url for link in a.links] for a in others if isinstance(a, Extracted)] == [
+        [f"http://a.test/p{n}"] for n in range(2, 5)
+    ]
+    assert [r.getMessage() for r in caplog.records] == [
+        "a link-extraction worker stopped (killed by signal 9 (SIGKILL)) while extracting "
+        "http://a.test/1: that page failed; starting another"
+    ]
+
+
+async def test_a_replaced_worker_that_dies_before_answering_stops_the_pool() -> None:
+    async with ExtractPool(SETTINGS, workers=1) as pool:
+        await pool.extract("http://a.test/", 1, b'<a href="/one">1</a>', None, ())
+        (worker,) = pool._workers
+        for _ in range(2):
+            await kill_worker(pool)
+            if worker.restart is not None:
+                await worker.restart
+        with pytest.raises(WorkerStopped, match=r"stopped: killed by signal 9 \(SIGKILL\)$"):
+            await pool.extract("http://a.test/", 1, b'<a href="/two">2</a>', None, ())
+
+
+async def test_a_worker_that_keeps_dying_stops_the_pool() -> None:
+    now = [0.0]
+    async with ExtractPool(SETTINGS, workers=1, clock=lambda: now[0]) as pool:
+        # Deaths further apart than the window are not counted together.
+        for _ in range(MAX_DEATHS + 1):
+            await pool.extract("http://a.test/", 1, b'<a href="/one">1</a>', None, ())
+            await kill_worker(pool)
+            now[0] += DEATH_WINDOW
+        for _ in range(MAX_DEATHS - 1):
+            await pool.extract("http://a.test/", 1, b'<a href="/one">1</a>', None, ())
+            await kill_worker(pool)
+            now[0] += DEATH_WINDOW / MAX_DEATHS
+        await pool.extract("http://a.test/", 1, b'<a href="/one">1</a>', None, ())
+        await kill_worker(pool)
         with pytest.raises(WorkerStopped, match=r"stopped: killed by signal 9 \(SIGKILL\)$"):
             await pool.extract("http://a.test/", 1, b'<a href="/two">2</a>', None, ())
 
@@ -70,9 +156,7 @@ async def test_an_extraction_cancelled_while_its_worker_dies_is_left_alone() -> 
         )
         await asyncio.sleep(0)
         pending.cancel()
-        (worker,) = pool._workers
-        worker.process.kill()
-        await worker.reader
+        await kill_worker(pool)
         assert pending.cancelled()
 
 
@@ -105,22 +189,64 @@ def crawl_command(server: SiteServer, data_dir: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def test_a_worker_killed_mid_crawl_ends_it_with_one_line(tmp_path: Path) -> None:
-    with SiteServer(lambda port: generate_site(port, hosts=4, pages_per_host=40)) as server:
+PAGES = 40
+
+
+def linked_site(port: int) -> Site:
+    """One host of HTML pages: the root links every page, each page the next."""
+    root = "http://www.kill.test"
+    routes = {f"{root}/": page(*(f"/p{n}" for n in range(1, PAGES)))}
+    routes |= {f"{root}/p{n}": page(f"/p{n + 1}") for n in range(1, PAGES - 1)}
+    routes[f"{root}/p{PAGES - 1}"] = page()
+    return Site.build(port, routes, [f"{root}/"])
+
+
+def wait_for_pages(crawl: subprocess.Popen[str], server: SiteServer, count: int) -> None:
+    """Wait until the server has answered ``count`` page requests."""
+    deadline = time.monotonic() + 30
+    while sum(1 for r in server.requests if is_page(r.path)) < count:
+        assert crawl.poll() is None, crawl.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_a_worker_killed_mid_crawl_fails_the_page_it_held_and_the_crawl_goes_on(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    with SiteServer(linked_site) as server:
         crawl = subprocess.Popen(
-            crawl_command(server, tmp_path / "data"),
+            crawl_command(server, data_dir, "--json"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while sum(1 for r in server.requests if is_page(r.path)) < 5:
-            assert crawl.poll() is None, crawl.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_for_pages(crawl, server, 5)
         (worker,) = Path(f"/proc/{crawl.pid}/task/{crawl.pid}/children").read_text().split()
+        # Stopped, the worker holds the pages sent to it: the host's requests follow one
+        # another, so once two more have been answered, one page at least waits on it.
+        os.kill(int(worker), signal.SIGSTOP)
+        seen = sum(1 for r in server.requests if is_page(r.path))
+        wait_for_pages(crawl, server, seen + 2)
         os.kill(int(worker), signal.SIGKILL)
-        out, err = crawl.communicate(timeout=30)
-    line = assert_one_error_line(Run(crawl.returncode, out, err), code=1)
-    assert line == "trawl: error: a link-extraction worker stopped: killed by signal 9 (SIGKILL)"
+        out, err = crawl.communicate(timeout=60)
+        gets = Counter(r.path for r in server.requests if is_page(r.path))
+    assert crawl.returncode == 0, err
+    (line,) = err.splitlines()
+    held = re.fullmatch(
+        r"trawl: WARNING: a link-extraction worker stopped \(killed by signal 9 \(SIGKILL\)\) "
+        r"while extracting (\S+): that page failed; starting another",
+        line,
+    )
+    assert held is not None, line
+    summary = json.loads(out)
+    assert (summary["fetched"], summary["failed"]) == (PAGES - 1, 1)
+    assert summary["errors_by_class"] == {"extract_failed": 1}
+    exported = trawl("export", "--data-dir", str(data_dir), "--format", "jsonl")
+    rows = [json.loads(row) for row in exported.out.splitlines()]
+    assert [(r["url"], r["status"]) for r in rows if r["error"]] == [(held[1], 200)]
+    # Every page was asked for once: the one that failed is not retried, and the pages
+    # queued behind it were extracted by the next worker.
+    assert len(gets) == PAGES
+    assert set(gets.values()) == {1}
 
 
 def test_a_worker_that_cannot_import_its_text_extractor_says_why(tmp_path: Path) -> None:

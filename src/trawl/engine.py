@@ -31,7 +31,7 @@ from trawl.committer import Committer
 from trawl.config import CrawlConfig, RecrawlPass
 from trawl.content import ContentStage, FetchedContent
 from trawl.errors import UsageError
-from trawl.extract import ExtractPool
+from trawl.extract import ExtractFailed, ExtractPool
 from trawl.fetcher import RETRYABLE_ERRORS, Fetcher, FetchError, FetchResult, Validators
 from trawl.frontier import Frontier
 from trawl.hosts import Clock, HostScheduler, HostSlot
@@ -100,6 +100,9 @@ UNREACHABLE_ERRORS = frozenset(
 connection, no answer in time, a failed TLS handshake): after the last attempt its URLs
 fail with that error class, counted as failed, instead of being held back as if
 robots.txt disallowed them (a 5xx or a broken answer still does, as RFC 9309 says)."""
+
+EXTRACT_FAILED = "extract_failed"
+"""The error class of a page whose extract worker died while extracting it."""
 
 RUN_STARTED_KEY = "run_started_at"
 """Meta key: when the current (or last) run started, as Unix time."""
@@ -389,29 +392,35 @@ class Crawler:
             await self._wake.wait()
 
     def _dispatch(self, slot: HostSlot, group: asyncio.TaskGroup) -> None:
+        job = self._turn(slot)
+        if job is not None:
+            self._spawn(group, slot, job)
+
+    def _turn(self, slot: HostSlot) -> Coroutine[Any, Any, None] | None:
+        """The job of the host's turn (None: it has none now). The job is given every URL
+        it needs now: the host's lease, and its buffered URLs with it, may be lost before
+        the job first runs (:meth:`Frontier.renew`)."""
         if not self._frontier.may_dispatch(slot, self._config.timeouts.total):
             # The lease is lost or runs out before a fetch could end: wait for the
             # renewal (or the loss) instead of risking two workers on one host.
             if slot.generation is not None:
                 self._scheduler.pause(slot, self._config.leases.renew_every / 4)
-            return
+            return None
         assert slot.generation is not None
         fence = Fence(slot.id, slot.generation)
         if not slot.resolved:
             # Resolve first, so that the per-address limit covers the host's first request.
             slot.resolving = True
-            self._spawn(group, slot, self._resolve_job(slot, fence))
-            return
+            return self._resolve_job(slot, slot.queue[0].url, fence)
         if slot.needs_robots(self._clock()):
             slot.robots_pending = True
             self._scheduler.started(slot)
-            self._spawn(group, slot, self._robots_job(slot, fence))
-            return
+            head = slot.queue[0]
+            return self._robots_job(slot, head.url, head.depth, fence)
         if self._soft404.wants_probe(slot.id) and slot.refused is None:
             # The soft-404 probe takes the host's first turn after robots.txt.
             self._scheduler.started(slot)
-            self._spawn(group, slot, self._soft404_job(slot, slot.queue[0].url, fence))
-            return
+            return self._soft404_job(slot, slot.queue[0].url, fence)
         url = self._scheduler.take(slot)
         if self._frontier.runs_low(slot):
             self._refill_wanted.set()
@@ -419,18 +428,16 @@ class Crawler:
         if slot.refused is not None or self._rules.blocks(slot.name, url.url):
             refused = CommitBatch(fence=fence)
             self._refuse(refused, url, slot.refused or BLOCKED_ERROR)
-            self._spawn(group, slot, self._committer.submit(refused))
             self._scheduler.requeue(slot)
-            return
+            return self._committer.submit(refused)
         if not rules.allowed(url.url):
             reason = "robots_unavailable" if rules is DISALLOW_ALL else None
-            self._spawn(group, slot, self._blocked(url, reason, fence))
             self._scheduler.requeue(slot)
-            return
+            return self._blocked(url, reason, fence)
         self._scheduler.started(slot)
         if not url.refetch:
             self._dispatched += 1
-        self._spawn(group, slot, self._page_job(slot, url, fence))
+        return self._page_job(slot, url, fence)
 
     @staticmethod
     def _spawn(group: asyncio.TaskGroup, slot: HostSlot, job: Coroutine[Any, Any, None]) -> None:
@@ -543,11 +550,11 @@ class Crawler:
 
     # -- hosts ---------------------------------------------------------------------------
 
-    async def _resolve_job(self, slot: HostSlot, fence: Fence) -> None:
+    async def _resolve_job(self, slot: HostSlot, some_url: str, fence: Fence) -> None:
         address: str | None = None
         batch = CommitBatch(fence=fence)
         try:
-            address = await self._fetcher.address_of(hostname(slot.queue[0].url))
+            address = await self._fetcher.address_of(hostname(some_url))
         except BlockedAddress:
             self._give_up(slot, FetchError.BLOCKED_ADDRESS.value, batch, count="blocked_hosts")
         if address is not None and not await self._store.claim_address(
@@ -599,10 +606,10 @@ class Crawler:
 
     # -- robots --------------------------------------------------------------------------
 
-    async def _robots_job(self, slot: HostSlot, fence: Fence) -> None:
+    async def _robots_job(
+        self, slot: HostSlot, some_url: str, reached_at: int, fence: Fence
+    ) -> None:
         started = self._clock()
-        some_url = slot.queue[0].url
-        reached_at = slot.queue[0].depth
         answer = await self._robots.check(slot.id, some_url)
         batch = CommitBatch(fence=fence)
         if answer.fetched:
@@ -774,11 +781,31 @@ class Crawler:
         self._wake.set()
         if answered:
             self._extracting += 1
+            counted = dict(batch.counters)
             try:
-                batch.outcomes.append(await self._fetched(url, result, wall, attempts, batch))
+                outcome = await self._fetched(url, result, wall, attempts, batch)
+            except ExtractFailed:
+                # The extraction is the first thing that adds to the batch but counters.
+                batch.counters = counted
+                outcome = self._extract_failed(url, result, wall, attempts, batch)
             finally:
                 self._extracting -= 1
+            batch.outcomes.append(outcome)
         await self._committer.submit(batch)
+
+    def _extract_failed(
+        self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
+    ) -> Outcome:
+        """The page's extract worker died holding it (trawl.extract): the page fails, not
+        retried, as a page that kills its worker would kill the next one too."""
+        batch.count("failed")
+        batch.count(f"error:{EXTRACT_FAILED}")
+        batch.count(f"status_{(result.status or 0) // 100}xx")
+        return Outcome(
+            url.id, url.host_id, State.FAILED, attempts, status=result.status, fetched_at=wall,
+            error=EXTRACT_FAILED, storage=result.archived, elapsed=result.elapsed,
+            due_at=failed_due(self._config.freshness.recrawl, url, wall),
+        )  # fmt: skip
 
     async def _fetched(
         self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch

@@ -11,8 +11,10 @@ than the dataclass and named tuples they stand for). Workers run in a session of
 own and ignore SIGINT and SIGTERM (the crawl process decides how to stop: a Ctrl-C at the
 terminal reaches it alone), and exit at end of input, which comes when the crawl closes
 the pipe or dies, even by kill -9: nothing is left behind. A worker's standard error is
-read by the crawl, which keeps its last lines: a worker that cannot start or dies fails
-the crawl with one line saying why (:class:`WorkerStopped`).
+read by the crawl, which keeps its last lines to say why a worker stopped. A worker that
+dies mid-crawl is replaced and only the page it held fails (:class:`ExtractFailed`); one
+that cannot start, dies before answering any page, or keeps dying fails the crawl with
+one line saying why (:class:`WorkerStopped`).
 """
 
 from __future__ import annotations
@@ -22,16 +24,18 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import logging
 import os
 import pickle
 import signal
 import socket
 import struct
 import sys
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from trawl.config import ScopeConfig
 from trawl.errors import TrawlError
@@ -252,10 +256,22 @@ STDERR_BYTES = 1 << 16
 every import of the text extractor fits many times over."""
 REASON_LINES = 5
 """At most this many lines of an exception's message make the one-line reason."""
+MAX_DEATHS = 5
+DEATH_WINDOW = 60.0
+"""The ``MAX_DEATHS``-th death of a worker within ``DEATH_WINDOW`` seconds (of any of the
+pool's workers) stops the pool: something kills every new worker."""
+
+log = logging.getLogger("trawl.extract")
 
 
 class WorkerStopped(TrawlError):
-    """An extract worker could not start or died; the message says why in one line."""
+    """An extract worker could not start, died before answering anything, or kept dying;
+    the message says why in one line."""
+
+
+class ExtractFailed(TrawlError):
+    """A page's extraction was lost with the worker that held it (a new worker took the
+    worker's other pages)."""
 
 
 def stop_reason(returncode: int | None, stderr: str) -> str:
@@ -276,61 +292,111 @@ def stop_reason(returncode: int | None, stderr: str) -> str:
     return f"exited with status {returncode}"
 
 
+@dataclass(slots=True)
+class _Job:
+    """A page sent to a worker: its answer to come, and its frames, kept (they refer to the
+    page's body, not copies of it) to send again to the worker's next process."""
+
+    url: str
+    frames: tuple[bytes, ...]
+    answer: asyncio.Future[Answer]
+
+
+OnStop = Callable[["_Worker", str], None]
+
+
 class _Worker:
-    """One worker process, the answers it still owes in order, and the end of its
-    standard error."""
+    """One worker of the pool: its current process, the pages it owes answers for, in
+    order, and the end of the process's standard error. When the process stops, the pool
+    (``on_stop``) either fails what it owes or has :meth:`start` run a new process, which
+    is sent the pages still owed first."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.waiting: deque[asyncio.Future[Any]] = deque()
-        self.stopped: str | None = None
-        """Why the worker stopped, once it has (then it answers nothing more)."""
+    def __init__(self, settings: bytes, on_stop: OnStop) -> None:
+        self._settings = settings
+        self._on_stop = on_stop
+        self.waiting: deque[_Job] = deque()
+        self.process: asyncio.subprocess.Process | None = None
+        self.reader: asyncio.Task[None] | None = None
+        self.answered = 0
+        """Pages the current process has answered."""
+        self.restart: asyncio.Task[None] | None = None
+        """The start of the next process, while it runs."""
+        self.starting = True
+        """A process is being started: pages owed are sent once it is."""
         self._stderr = b""
-        self._errors = asyncio.create_task(self._read_errors())
-        self.reader = asyncio.create_task(self._read_answers())
 
-    async def _read_errors(self) -> None:
-        stderr = self.process.stderr
+    async def start(self) -> None:
+        """Start a process and send it the settings, then the pages still owed (a stopped
+        process's), in order; pages sent meanwhile wait for that."""
+        self.starting = True
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", WORKER_CODE,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise WorkerStopped(f"cannot start a link-extraction worker: {exc}") from exc
+        widen_channel(process.stdin)
+        self.process = process
+        self.answered = 0
+        self._stderr = b""
+        errors = asyncio.create_task(self._read_errors(process))
+        self.reader = asyncio.create_task(self._read_answers(process, errors))
+        # An extraction cancelled meanwhile (the crawl was) is not sent again.
+        self.waiting = deque(job for job in self.waiting if not job.answer.done())
+        stdin = process.stdin
+        assert stdin is not None
+        stdin.writelines([self._settings, *(frame for job in self.waiting for frame in job.frames)])
+        self.starting = False
+        with contextlib.suppress(ConnectionError):
+            await stdin.drain()
+
+    async def _read_errors(self, process: asyncio.subprocess.Process) -> None:
+        stderr = process.stderr
         assert stderr is not None
         while chunk := await stderr.read(STDERR_BYTES):
             self._stderr = (self._stderr + chunk)[-STDERR_BYTES:]
 
-    async def _read_answers(self) -> None:
-        stdout = self.process.stdout
+    async def _read_answers(
+        self, process: asyncio.subprocess.Process, errors: asyncio.Task[None]
+    ) -> None:
+        stdout = process.stdout
         assert stdout is not None
         with contextlib.suppress(asyncio.IncompleteReadError):
             while True:
                 head = await stdout.readexactly(_FRAME.size)
                 (size,) = _FRAME.unpack(head)
                 answer = pickle.loads(await stdout.readexactly(size))
-                waiter = self.waiting.popleft()
-                # A waiter whose extraction was cancelled (the crawl was) is done already.
-                if not waiter.done():
-                    waiter.set_result(answer)
-        await self._errors
-        returncode = await self.process.wait()
-        self.stopped = stop_reason(returncode, self._stderr.decode(errors="replace"))
+                job = self.waiting.popleft()
+                self.answered += 1
+                # A job whose extraction was cancelled (the crawl was) is done already.
+                if not job.answer.done():
+                    job.answer.set_result(answer)
+        await errors
+        returncode = await process.wait()
+        self._on_stop(self, stop_reason(returncode, self._stderr.decode(errors="replace")))
+
+    def fail(self, error: Exception) -> None:
+        """Fail every page this worker owes with ``error``."""
         while self.waiting:
-            waiter = self.waiting.popleft()
-            if not waiter.done():
-                waiter.set_exception(self.failure())
+            job = self.waiting.popleft()
+            if not job.answer.done():
+                job.answer.set_exception(error)
 
-    def failure(self) -> WorkerStopped:
-        """The error of a page this stopped worker cannot extract."""
-        return WorkerStopped(f"a link-extraction worker stopped: {self.stopped}")
-
-    async def send(self, payload: object, body: bytes | None = None) -> None:
-        """Send one frame, then ``body`` as a raw frame if given. A worker that has gone
-        away is not an error here: its reader fails what it owes with the reason."""
+    async def send(self, job: _Job) -> None:
+        """Send a page owed (the last of :attr:`waiting`). A process starting or gone away
+        is not an error here: a new one is sent every page owed when it starts."""
+        if self.starting or self.process is None:
+            return
         stdin = self.process.stdin
         assert stdin is not None
         if stdin.is_closing():
             return
-        if body is None:
-            stdin.write(_frame(payload))
-        else:
-            # One write, one system call: uvloop sends each write at once.
-            stdin.writelines((_frame(payload), _FRAME.pack(len(body)), body))
+        # One write, one system call: uvloop sends each write at once.
+        stdin.writelines(job.frames)
         with contextlib.suppress(ConnectionError):
             await stdin.drain()
 
@@ -360,44 +426,104 @@ def widen_channel(stdin: asyncio.StreamWriter | None) -> None:
 
 
 class ExtractPool(AsyncResource):
-    """Runs the extract stage in ``workers`` processes, or inline when ``workers`` is 0."""
+    """Runs the extract stage in ``workers`` processes, or inline when ``workers`` is 0.
 
-    def __init__(self, settings: ExtractSettings, workers: int) -> None:
+    A worker process that dies after it has answered a page (killed by the kernel's
+    out-of-memory killer or an operator, or crashed by a page) is replaced: the page it
+    held fails with :class:`ExtractFailed`, and the new process is sent the pages queued
+    behind it. One that dies before answering any page (it cannot import its code), or
+    the ``MAX_DEATHS``-th death within ``DEATH_WINDOW`` seconds, fails every page owed and
+    every later one with :class:`WorkerStopped`: replacing it would only repeat that.
+    """
+
+    def __init__(
+        self,
+        settings: ExtractSettings,
+        workers: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._inline = Extractor(settings) if workers == 0 else None
         self._settings = settings
         self._count = workers
+        self._clock = clock
         self._workers: list[_Worker] = []
+        self._deaths: deque[float] = deque()
+        self._stopped: str | None = None
+        """Why the pool answers nothing more, once it does not."""
+        self._closing = False
 
     async def _acquire(self) -> None:
         """Start the workers without waiting for them to load their code: they load it
         while the crawl opens its store and asks for robots.txt, and the first pages
         wait in their channels meanwhile (a worker that cannot start fails the first
         extraction sent to it)."""
+        settings = _frame(self._settings)
         for _ in range(self._count):
-            try:
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", WORKER_CODE,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    start_new_session=True,
-                )  # fmt: skip
-            except OSError as exc:
-                raise WorkerStopped(f"cannot start a link-extraction worker: {exc}") from exc
-            widen_channel(process.stdin)
-            worker = _Worker(process)
+            worker = _Worker(settings, self._worker_stopped)
             self._workers.append(worker)
-            await worker.send(self._settings)
+            await worker.start()
+
+    def _worker_stopped(self, worker: _Worker, reason: str) -> None:
+        """A worker's process stopped for ``reason``: replace it, or stop the pool."""
+        if self._closing:
+            worker.fail(WorkerStopped(f"a link-extraction worker stopped: {reason}"))
+            return
+        now = self._clock()
+        self._deaths.append(now)
+        while self._deaths[0] <= now - DEATH_WINDOW:
+            self._deaths.popleft()
+        if worker.answered == 0 or len(self._deaths) >= MAX_DEATHS:
+            self._stop(worker, reason)
+            return
+        # Answers come in order: the first page owed is the one the worker was extracting.
+        held = worker.waiting.popleft() if worker.waiting else None
+        if held is None:
+            log.warning("a link-extraction worker stopped (%s): starting another", reason)
+        else:
+            log.warning(
+                "a link-extraction worker stopped (%s) while extracting %s: that page "
+                "failed; starting another", reason, held.url,
+                extra={"url": held.url, "error": "extract_failed"},
+            )  # fmt: skip
+            if not held.answer.done():
+                held.answer.set_exception(
+                    ExtractFailed(f"its link-extraction worker stopped: {reason}")
+                )
+        worker.starting = True
+        worker.restart = asyncio.create_task(self._restart(worker))
+
+    async def _restart(self, worker: _Worker) -> None:
+        try:
+            await worker.start()
+        except WorkerStopped as exc:
+            self._stop(worker, str(exc).removeprefix("cannot start a link-extraction worker: "))
+
+    def _stop(self, worker: _Worker, reason: str) -> None:
+        """Fail every page the worker owes, and every page sent to the pool later, with
+        ``reason``."""
+        if self._stopped is None:
+            self._stopped = reason
+        worker.fail(self._failure())
+
+    def _failure(self) -> WorkerStopped:
+        return WorkerStopped(f"a link-extraction worker stopped: {self._stopped}")
 
     async def close(self) -> None:
         """Stop the workers (they exit at end of input); safe to call more than once."""
+        self._closing = True
         workers, self._workers = self._workers, []
         for worker in workers:
-            if worker.process.stdin is not None:
+            if worker.restart is not None:
+                await worker.restart
+        for worker in workers:
+            if worker.process is not None and worker.process.stdin is not None:
                 worker.process.stdin.close()
         for worker in workers:
-            await worker.process.wait()
-            await worker.reader
+            if worker.process is not None:
+                await worker.process.wait()
+            if worker.reader is not None:
+                await worker.reader
 
     async def extract(
         self,
@@ -412,10 +538,17 @@ class ExtractPool(AsyncResource):
             return self._inline.extract(url, depth, body, content_type, robots_tags)
         if not self._workers:
             raise RuntimeError("ExtractPool used outside its context")
+        if self._stopped is not None:
+            raise self._failure()
         worker = min(self._workers, key=lambda w: len(w.waiting))
-        if worker.stopped is not None:
-            raise worker.failure()
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        worker.waiting.append(answer)
-        await worker.send((url, depth, content_type, tuple(robots_tags)), body)
+        # The body follows its job frame raw: pickling it would copy it twice more.
+        frames = (
+            _frame((url, depth, content_type, tuple(robots_tags))),
+            _FRAME.pack(len(body)),
+            body,
+        )
+        job = _Job(url, frames, answer)
+        worker.waiting.append(job)
+        await worker.send(job)
         return _extracted(await answer)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
@@ -283,6 +283,62 @@ def content_charset(content_type: str | None) -> str | None:
     return None
 
 
+PARSE_PIECE = 1 << 19
+"""Bytes of a page (as UTF-8) parsed into one tree at most. Lexbor's tree takes about 42
+bytes a byte of dense markup (10 MB of ``<p>x</p>`` took 500 MB at once): a longer page
+is parsed a piece at a time, each tree freed before the next is built, so a parse peaks
+near 22 MB whatever the markup. Almost every page is one piece."""
+
+# Elements whose content is text, not markup, and comments: a piece never ends inside
+# one, or the next piece would read its text as markup (links in a script, say).
+_TEXT_SPANS = (
+    (b"<!--", b"-->"),
+    *((b"<" + name, b"</" + name) for name in (
+        b"script", b"style", b"textarea", b"template", b"title", b"xmp", b"iframe",
+        b"noembed", b"noframes",
+    )),
+)  # fmt: skip
+_SETTLE_PASSES = 4
+"""Passes over the spans that move a piece's end back at most: a comment inside a script
+inside a comment and so on moves it once a level (nothing on a real page nests deeper)."""
+_ASCII_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+
+
+def _piece_end(html: bytes, start: int) -> int:
+    """Where the piece of ``html`` from ``start`` ends: before the last tag that begins in
+    the next :data:`PARSE_PIECE` bytes, moved back out of any comment or text element it
+    falls in (to where that one begins), and anywhere when that leaves nothing. A ``<``
+    byte is never part of another character in UTF-8, so a piece ends between characters."""
+    end = start + PARSE_PIECE
+    if end >= len(html):
+        return len(html)
+    window = html[start:end].translate(_ASCII_LOWER)
+    cut = window.rfind(b"<", 1)
+    for _ in range(_SETTLE_PASSES):
+        settled = True
+        for opening, closing in _TEXT_SPANS:
+            if cut <= 0:
+                return end
+            # The first opening after the last closing before the cut, if any, is an
+            # element the cut falls in.
+            opened = window.find(opening, window.rfind(closing, 0, cut) + 1, cut)
+            if opened >= 0:
+                cut = opened
+                settled = False
+        if settled:
+            break
+    return start + cut if cut > 0 else end
+
+
+def _pieces(html: bytes) -> Iterator[bytes]:
+    """``html`` in pieces of at most :data:`PARSE_PIECE` bytes (see :func:`_piece_end`)."""
+    start = 0
+    while start < len(html):
+        end = _piece_end(html, start)
+        yield html[start:end]
+        start = end
+
+
 def parse_html(
     body: bytes,
     *,
@@ -295,23 +351,41 @@ def parse_html(
 
     ``charset`` is the Content-Type charset parameter, if the response had one. Links past
     ``max_links`` are not read. With ``honour_nofollow``, links marked ``rel=nofollow`` are
-    dropped, and a page-wide robots nofollow drops them all.
+    dropped, and a page-wide robots nofollow drops them all. A page longer than
+    :data:`PARSE_PIECE` bytes is parsed a piece at a time (its memory stays bounded);
+    what the page says once (base, canonical, title) is the first piece's that says it.
     """
-    tree = LexborHTMLParser(decode_body(body, charset))
-    noindex, nofollow = _meta_robots(tree, agent_token)
+    links: list[str] = []
+    dropped = 0
+    base_href: str | None = None
+    canonical: str | None = None
+    title: str | None = None
+    noindex = nofollow = False
+    html = decode_body(body, charset)
+    # Lexbor reads UTF-8: it encodes text so itself.
+    for piece in _pieces(html if isinstance(html, bytes) else html.encode()):
+        tree = LexborHTMLParser(piece)
+        piece_noindex, piece_nofollow = _meta_robots(tree, agent_token)
+        noindex = noindex or piece_noindex
+        nofollow = nofollow or piece_nofollow
+        found, piece_dropped = _links(
+            tree, honour_nofollow=honour_nofollow, max_links=max_links - len(links)
+        )
+        links.extend(found)
+        dropped += piece_dropped
+        base_href = base_href or _base_href(tree)
+        canonical = canonical or _canonical(tree)
+        title = title or _title(tree)
     if nofollow and honour_nofollow:
-        links: tuple[str, ...] = ()
-        dropped = 0
-    else:
-        links, dropped = _links(tree, honour_nofollow=honour_nofollow, max_links=max_links)
+        links, dropped = [], 0
     return ParsedPage(
-        links=links,
-        base_href=_base_href(tree),
-        canonical=_canonical(tree),
+        links=tuple(links),
+        base_href=base_href,
+        canonical=canonical,
         nofollow=nofollow,
         noindex=noindex,
         nofollow_links=dropped,
-        title=_title(tree),
+        title=title,
     )
 
 
