@@ -18,6 +18,7 @@ from test_store import (
     pg_schema,
     postgres_columns,
     postgres_query,
+    rows,
     store,
 )
 from trawl.neardup import blocks
@@ -48,12 +49,16 @@ def page(n: int, origin: str | None = None) -> NewURL:
 
 
 async def fetched(
-    store: Engine, *outcomes: Outcome, duplicates: list[Duplicates] | None = None
+    store: Engine,
+    *outcomes: Outcome,
+    duplicates: list[Duplicates] | None = None,
+    owners: list[tuple[str, int]] | None = None,
 ) -> None:
     """Claim every queued URL of a.test, then commit ``outcomes`` in one batch."""
     host = (await store.host_ids(["a.test"]))["a.test"]
     await store.claim({host: 100}, now=1e12)
-    await store.commit(CommitBatch(outcomes=list(outcomes), duplicates=duplicates or []))
+    batch = CommitBatch(outcomes=list(outcomes), duplicates=duplicates or [], owners=owners or [])
+    await store.commit(batch)
 
 
 def done(p: NewURL, at: float, **fields: object) -> Outcome:
@@ -78,6 +83,36 @@ async def test_the_first_page_committed_owns_a_content_hash(store: Engine) -> No
         second.id: HASH_A,
         other.id: HASH_B,
     }
+
+
+async def test_a_batch_hands_a_content_hash_to_a_new_owner(store: Engine) -> None:
+    first, canonical, other, named = page(1), page(2), page(3), page(4)
+    await insert(store, first, canonical, other, named)
+    await fetched(
+        store,
+        done(first, 10.0, content_hash=HASH_A, canonical=canonical.url),
+        done(other, 11.0, content_hash=HASH_B, canonical="http://b.test/elsewhere"),
+        done(named, 12.0, canonical=named.url),
+    )
+    assert await store.canonicals([first.id, canonical.id, other.id, 42]) == {
+        first.id: canonical.url,
+        other.id: "http://b.test/elsewhere",
+    }
+    await store.recover()
+    await fetched(
+        store,
+        done(canonical, 20.0, content_hash=HASH_A),
+        duplicates=[Duplicates(first.id, canonical.id, None)],
+        # A hash handed over twice in one batch ends with the last owner.
+        owners=[(HASH_A, canonical.id), (HASH_B, named.id), (HASH_B, other.id)],
+    )
+    assert await store.content_owners([HASH_A, HASH_B]) == {
+        HASH_A: canonical.id,
+        HASH_B: other.id,
+    }
+    exported = await rows(store)
+    assert exported[first.url].duplicate_of == canonical.url
+    assert exported[canonical.url].duplicate_of is None
 
 
 async def test_a_later_fetch_without_fingerprint_keeps_the_last_hash(store: Engine) -> None:

@@ -313,6 +313,9 @@ class CommitBatch:
     """Fingerprinted pages, for the content stage (trawl.content) before the commit."""
     duplicates: list[Duplicates] = field(default_factory=list)
     """The content stage's decisions, written with the outcomes."""
+    owners: list[tuple[str, int]] = field(default_factory=list)
+    """Content hashes handed to a new owner, (content hash, url id): the page an earlier
+    owner names as its canonical (trawl.content)."""
     releases: list[Release] = field(default_factory=list)
     """Leased hosts given back, after the rest of the batch; each release holds only if
     the host's lease is still at the release's generation."""
@@ -674,6 +677,10 @@ class Store(Protocol):
 
     async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:
         """The content hash of each given URL's latest fingerprinted fetch, if it has one."""
+        ...
+
+    async def canonicals(self, url_ids: Sequence[int]) -> Mapping[int, str]:
+        """The URL each given page's ``<link rel=canonical>`` names, where it names one."""
         ...
 
     async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:
