@@ -86,29 +86,31 @@ async def test_the_first_page_committed_owns_a_content_hash(store: Engine) -> No
 
 
 async def test_a_batch_hands_a_content_hash_to_a_new_owner(store: Engine) -> None:
-    first, canonical, other, named = page(1), page(2), page(3), page(4)
-    await insert(store, first, canonical, other, named)
+    first, canonical, other, named, lone = page(1), page(2), page(3), page(4), page(5)
+    await insert(store, first, lone)
     await fetched(
         store,
         done(first, 10.0, content_hash=HASH_A, canonical=canonical.url),
-        done(other, 11.0, content_hash=HASH_B, canonical="http://b.test/elsewhere"),
-        done(named, 12.0, canonical=named.url),
+        done(lone, 11.0, canonical=lone.url),
     )
-    assert await store.canonicals([first.id, canonical.id, other.id, 42]) == {
+    assert await store.canonicals([first.id, canonical.id, lone.id, 42]) == {
         first.id: canonical.url,
-        other.id: "http://b.test/elsewhere",
+        lone.id: lone.url,
     }
-    await store.recover()
+    await insert(store, canonical, other, named)
     await fetched(
         store,
         done(canonical, 20.0, content_hash=HASH_A),
+        done(other, 21.0, content_hash=HASH_B),
+        done(named, 22.0, content_hash=HASH_B),
         duplicates=[Duplicates(first.id, canonical.id, None)],
-        # A hash handed over twice in one batch ends with the last owner.
-        owners=[(HASH_A, canonical.id), (HASH_B, named.id), (HASH_B, other.id)],
+        # Handed twice in one batch, a hash ends with the last owner; a page whose
+        # fetch with the hash is not in the batch is handed nothing.
+        owners=[(HASH_A, canonical.id), (HASH_B, other.id), (HASH_B, named.id), (HASH_A, lone.id)],
     )
     assert await store.content_owners([HASH_A, HASH_B]) == {
         HASH_A: canonical.id,
-        HASH_B: other.id,
+        HASH_B: named.id,
     }
     exported = await rows(store)
     assert exported[first.url].duplicate_of == canonical.url

@@ -384,6 +384,9 @@ class ContentRows(NamedTuple):
     """Fetches to add to ``versions``: fingerprinted or archived, with a fetch time."""
     exact: set[int]
     """Pages the content stage found to duplicate another exactly: not block-indexed."""
+    owners: list[tuple[str, int]]
+    """Content hashes handed to a new owner, (content hash, url id), whose fetch with
+    that hash the batch commits (an outcome refused with its lease hands nothing)."""
 
 
 class HostTally(NamedTuple):
@@ -432,14 +435,17 @@ class HostFigures:
 
 def content_rows(batch: CommitBatch) -> ContentRows:
     """Select what a batch adds to the content tables."""
+    fingerprinted = [o for o in batch.outcomes if o.content_hash is not None]
+    committed = {(o.content_hash, o.url_id) for o in fingerprinted}
     return ContentRows(
-        fingerprinted=[o for o in batch.outcomes if o.content_hash is not None],
+        fingerprinted=fingerprinted,
         versions=[
             o
             for o in batch.outcomes
             if o.fetched_at is not None and (o.storage is not None or o.content_hash is not None)
         ],
         exact={d.url_id for d in batch.duplicates if d.duplicate_of is not None},
+        owners=[owner for owner in batch.owners if owner in committed],
     )
 
 
@@ -672,7 +678,8 @@ class Store(Protocol):
         ...
 
     async def content_owners(self, hashes: Sequence[str]) -> Mapping[str, int]:
-        """``{content_hash: url_id}`` of the first page committed with each known hash."""
+        """``{content_hash: url_id}`` of the page owning each known hash: the first
+        committed with it, or the page it was handed to (:attr:`CommitBatch.owners`)."""
         ...
 
     async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:

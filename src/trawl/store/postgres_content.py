@@ -1,4 +1,4 @@
-"""The PostgreSQL engine's content tables: first owners of content hashes, the SimHash
+"""The PostgreSQL engine's content tables: the owners of content hashes, the SimHash
 block index, fetch versions, and the duplicate links between pages (schema migration 3).
 
 The same rules as trawl.store.sqlite_content, written as one statement per table over
@@ -62,7 +62,7 @@ _LINK_DUPLICATES = (
 
 
 async def content_owners(conn: AsyncConnection[Any], hashes: Sequence[str]) -> dict[str, int]:
-    """``{content_hash: url_id}`` of the first owner of each known hash."""
+    """``{content_hash: url_id}`` of the owner of each known hash."""
     cursor = await conn.execute(_OWNERS, (list(hashes),))
     return {row[0]: row[1] for row in await cursor.fetchall()}
 
@@ -90,17 +90,17 @@ async def apply_content(conn: AsyncConnection[Any], batch: CommitBatch) -> None:
 
     Runs inside the commit's transaction, after the outcomes' own columns are written.
     The first page committed with a content hash owns it, until the batch hands the hash
-    to another page (``batch.owners``); a page that duplicates another exactly is not put
+    to another page (``CommitBatch.owners``); a page that duplicates another exactly is not put
     in the block index (its owner is).
     """
-    fingerprinted, versions, exact = content_rows(batch)
+    fingerprinted, versions, exact, owners = content_rows(batch)
     if fingerprinted:
         await conn.execute(
             _ADD_OWNERS,
             ([o.content_hash for o in fingerprinted], [o.url_id for o in fingerprinted]),
         )
-    if batch.owners:
-        await conn.execute(_NEW_OWNERS, columns(batch.owners, 2))
+    if owners:
+        await conn.execute(_NEW_OWNERS, columns(owners, 2))
     if fingerprinted:
         indexed = {
             o.url_id: (o.simhash, o.fetched_at or 0.0)

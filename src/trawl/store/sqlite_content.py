@@ -1,4 +1,4 @@
-"""The SQLite engine's content tables: first owners of content hashes, the SimHash block
+"""The SQLite engine's content tables: the owners of content hashes, the SimHash block
 index, fetch versions, and the duplicate links between pages (schema migration 3).
 
 Plain functions over a connection, called on the store thread: the look-ups by the
@@ -40,7 +40,7 @@ def select_in(
 
 
 def content_owners(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, int]:
-    """``{content_hash: url_id}`` of the first owner of each known hash."""
+    """``{content_hash: url_id}`` of the owner of each known hash."""
     return dict(
         select_in(
             db, "SELECT content_hash, url_id FROM content_owners WHERE content_hash IN", hashes
@@ -76,21 +76,21 @@ def apply_content(db: sqlite3.Connection, batch: CommitBatch) -> None:
 
     Runs inside the commit's transaction, after the outcomes' own columns are written.
     The first page committed with a content hash owns it, until the batch hands the hash
-    to another page (``batch.owners``); a page that duplicates another exactly is not put
+    to another page (``CommitBatch.owners``); a page that duplicates another exactly is not put
     in the block index (its owner is).
     """
-    fingerprinted, versions, exact = content_rows(batch)
+    fingerprinted, versions, exact, owners = content_rows(batch)
     if fingerprinted:
         db.executemany(
             "INSERT INTO content_owners (content_hash, url_id) VALUES (?, ?) "
             "ON CONFLICT (content_hash) DO NOTHING",
             [(o.content_hash, o.url_id) for o in fingerprinted],
         )
-    if batch.owners:
+    if owners:
         db.executemany(
             "INSERT INTO content_owners (content_hash, url_id) VALUES (?, ?) "
             "ON CONFLICT (content_hash) DO UPDATE SET url_id = excluded.url_id",
-            batch.owners,
+            owners,
         )
     if fingerprinted:
         db.executemany(
