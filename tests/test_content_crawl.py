@@ -22,11 +22,16 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from conftest import CrawlRunner, page_requests
+from pg import URL as PG_URL
+from pg import crawl_name
 from test_text import PAGES, edit, news_html, story_page
 from trawl.runner import TEXT_DIR, WARC_DIR
+from trawl.store.location import StoreLocation
 from trawl.store.sqlite import DB_NAME
 from trawl.testsite import Response, Site, SiteServer
 from trawl.urls import url_hash
+
+__all__ = ["crawl_name"]
 
 ROOT = "http://www.news.test"
 
@@ -294,3 +299,46 @@ async def test_a_resumed_crawl_finds_duplicates_of_earlier_runs(
     links = store_links(second.data_dir)
     assert links["/late-copy"][0] == ("/news" if owners["/news"][0] is None else "/copy")
     assert links["/late-near"][1] in ("/counter-1", "/counter-2")
+
+
+def canonical_site(port: int) -> Site:
+    """A seed page naming the page it links to as its canonical, with the same text, and
+    a third copy reached only from the canonical page."""
+    text = story("recipe")
+    routes = {
+        f"{ROOT}/print": with_link(edit(text, (TEMPLATE_CANONICAL, "/recipe")), "/recipe"),
+        f"{ROOT}/recipe": with_link(edit(text, (TEMPLATE_CANONICAL, "/recipe")), "/copy"),
+        f"{ROOT}/copy": with_link(text, "/print"),
+    }
+    return Site.build(port, {url: Response(body=page.encode()) for url, page in routes.items()},
+                      [f"{ROOT}/print"])  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_the_canonical_page_owns_its_text_though_fetched_second(
+    crawl: CrawlRunner, tmp_path: Path, crawl_name: str, engine: str
+) -> None:
+    """The seed names the page it links to as canonical: fetched first, it is still the
+    duplicate, and a later copy is a duplicate of the canonical page."""
+    location = StoreLocation(tmp_path / "store", PG_URL if engine == "postgresql" else None,
+                             crawl_name)  # fmt: skip
+    with SiteServer(canonical_site) as server:
+        result = await crawl(server, text=True, store=location, data_dir=location.data_dir)
+        order = [path_of(url) for url in page_requests(server)]
+    pages = ["/print", "/recipe", "/copy"]
+    assert [path for path in order if path in pages] == pages
+    async with location.open() as store:
+        exported = {path_of(row.url): row async for row in store.export()}
+    duplicate_of = {
+        path: row.duplicate_of and path_of(row.duplicate_of) for path, row in exported.items()
+    }
+    assert {path: duplicate_of[path] for path in pages} == {
+        "/print": "/recipe",
+        "/recipe": None,
+        "/copy": "/recipe",
+    }
+    assert all(row.near_duplicate_of is None for row in exported.values())
+    assert result.summary.content["exact_duplicates"] == 2
+    # The seed's record was written before the canonical page was fetched.
+    written = sorted(path_of(r["final_url"]) for r in read_text_output(result.data_dir))
+    assert written == ["/print", "/recipe"]

@@ -18,6 +18,7 @@ from test_store import (
     pg_schema,
     postgres_columns,
     postgres_query,
+    rows,
     store,
 )
 from trawl.neardup import blocks
@@ -48,12 +49,16 @@ def page(n: int, origin: str | None = None) -> NewURL:
 
 
 async def fetched(
-    store: Engine, *outcomes: Outcome, duplicates: list[Duplicates] | None = None
+    store: Engine,
+    *outcomes: Outcome,
+    duplicates: list[Duplicates] | None = None,
+    owners: list[tuple[str, int]] | None = None,
 ) -> None:
     """Claim every queued URL of a.test, then commit ``outcomes`` in one batch."""
     host = (await store.host_ids(["a.test"]))["a.test"]
     await store.claim({host: 100}, now=1e12)
-    await store.commit(CommitBatch(outcomes=list(outcomes), duplicates=duplicates or []))
+    batch = CommitBatch(outcomes=list(outcomes), duplicates=duplicates or [], owners=owners or [])
+    await store.commit(batch)
 
 
 def done(p: NewURL, at: float, **fields: object) -> Outcome:
@@ -78,6 +83,38 @@ async def test_the_first_page_committed_owns_a_content_hash(store: Engine) -> No
         second.id: HASH_A,
         other.id: HASH_B,
     }
+
+
+async def test_a_batch_hands_a_content_hash_to_a_new_owner(store: Engine) -> None:
+    first, canonical, other, named, lone = page(1), page(2), page(3), page(4), page(5)
+    await insert(store, first, lone)
+    await fetched(
+        store,
+        done(first, 10.0, content_hash=HASH_A, canonical=canonical.url),
+        done(lone, 11.0, canonical=lone.url),
+    )
+    assert await store.canonicals([first.id, canonical.id, lone.id, 42]) == {
+        first.id: canonical.url,
+        lone.id: lone.url,
+    }
+    await insert(store, canonical, other, named)
+    await fetched(
+        store,
+        done(canonical, 20.0, content_hash=HASH_A),
+        done(other, 21.0, content_hash=HASH_B),
+        done(named, 22.0, content_hash=HASH_B),
+        duplicates=[Duplicates(first.id, canonical.id, None)],
+        # Handed twice in one batch, a hash ends with the last owner; a page whose
+        # fetch with the hash is not in the batch is handed nothing.
+        owners=[(HASH_A, canonical.id), (HASH_B, other.id), (HASH_B, named.id), (HASH_A, lone.id)],
+    )
+    assert await store.content_owners([HASH_A, HASH_B]) == {
+        HASH_A: canonical.id,
+        HASH_B: named.id,
+    }
+    exported = await rows(store)
+    assert exported[first.url].duplicate_of == canonical.url
+    assert exported[canonical.url].duplicate_of is None
 
 
 async def test_a_later_fetch_without_fingerprint_keeps_the_last_hash(store: Engine) -> None:

@@ -7,7 +7,11 @@ order the batch holds them:
 
 - **exact duplicate**: the first page committed with the same content hash owns it;
   a later page with that hash is recorded as ``duplicate_of`` the owner and is not
-  written to the text output again (its links were still followed);
+  written to the text output again (its links were still followed). Unless the owner
+  names that later page as its canonical (``<link rel=canonical>``): then the later
+  page takes the hash over, and the owner is recorded as ``duplicate_of`` it (its text
+  record, written when it was fetched, stays in the output; pages recorded as
+  duplicates of it before keep naming it);
 - **near duplicate**: otherwise, the earliest page whose SimHash is within
   :data:`~trawl.simhash.NEAR_DUPLICATE_BITS` bits (found through the store's four-block
   index, trawl.neardup) is recorded as ``near_duplicate_of``; near duplicates go to the
@@ -31,6 +35,7 @@ from trawl.neardup import Blocks, MemoryBlockIndex, NearDuplicates
 from trawl.store.base import CommitBatch, Duplicates, StorageKey, Store
 from trawl.text import PageText
 from trawl.textout import TextRecord, TextWriter
+from trawl.urls import url_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,8 @@ class FetchedContent:
     content_hash: str
     out_links: int
     storage: StorageKey | None
+    canonical: int | None = None
+    """The id of the URL the page's canonical link names, unless it names the page."""
 
 
 class _BatchIndex:
@@ -60,12 +67,19 @@ class _BatchIndex:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._pending = MemoryBlockIndex()
+        self._dropped: set[int] = set()
 
     async def candidates(self, wanted: Blocks) -> list[tuple[int, int]]:
         pending = await self._pending.candidates(wanted)
-        fresh = {url_id for url_id, _ in pending}
+        hidden = self._dropped | {url_id for url_id, _ in pending}
         stored = await self._store.simhash_candidates(wanted)
-        return [found for found in stored if found[0] not in fresh] + pending
+        return [found for found in stored if found[0] not in hidden] + [
+            found for found in pending if found[0] not in self._dropped
+        ]
+
+    def drop(self, url_id: int) -> None:
+        """Leave ``url_id`` out of the candidates: it became an exact duplicate."""
+        self._dropped.add(url_id)
 
     async def add(self, url_id: int, simhash: int) -> None:
         await self._pending.add(url_id, simhash)
@@ -99,7 +113,7 @@ class ContentStage:
         """Decide the batch's pages, add the decisions to it, write and flush the outputs."""
         if not batch.content:
             return
-        decisions = await self._decide(batch.content)
+        decisions = await self._decide(batch)
         for d in decisions:
             batch.duplicates.append(Duplicates(d.page.url_id, d.duplicate_of, d.near_duplicate_of))
             batch.count("exact_duplicates", d.duplicate_of is not None)
@@ -128,18 +142,38 @@ class ContentStage:
             return False
         return d.near_duplicate_of is None or self._near_in_text
 
-    async def _decide(self, pages: list[FetchedContent]) -> list[_Decision]:
+    async def _decide(self, batch: CommitBatch) -> list[_Decision]:
+        pages = batch.content
         owners = dict(await self._store.content_owners(sorted({p.content_hash for p in pages})))
-        previous = await self._store.content_hashes([p.url_id for p in pages])
-        near = NearDuplicates(_BatchIndex(self._store))
-        decisions = []
+        fresh = {p.url_id for p in pages}
+        earlier = sorted(set(owners.values()) - fresh)
+        previous = await self._store.content_hashes([*fresh, *earlier])
+        named = await self._store.canonicals(earlier) if earlier else {}
+        canonical_of = {url_id: url_hash(url) for url_id, url in named.items()}
+        canonical_of.update((p.url_id, p.canonical) for p in pages if p.canonical is not None)
+        index = _BatchIndex(self._store)
+        near = NearDuplicates(index)
+        decided: dict[int, int] = {}
+        decisions: list[_Decision] = []
         for page in pages:
             owner = owners.setdefault(page.content_hash, page.url_id)
+            if owner != page.url_id and canonical_of.get(owner) == page.url_id:
+                # The owner names this page as its canonical: the hash passes to it.
+                batch.owners.append((page.content_hash, page.url_id))
+                index.drop(owner)
+                if owner in decided:
+                    was = decisions[decided[owner]]
+                    decisions[decided[owner]] = _Decision(was.page, page.url_id, None, was.changed)
+                elif owner not in fresh and previous.get(owner) == page.content_hash:
+                    batch.duplicates.append(Duplicates(owner, page.url_id, None))
+                    batch.count("exact_duplicates")
+                owner = owners[page.content_hash] = page.url_id
             duplicate_of = None if owner == page.url_id else owner
             near_of = None
             if duplicate_of is None and page.text is not None:
                 near_of = await near.check(page.url_id, page.text.simhash)
             changed = previous.get(page.url_id) != page.content_hash
+            decided[page.url_id] = len(decisions)
             decisions.append(_Decision(page, duplicate_of, near_of, changed))
         return decisions
 

@@ -69,7 +69,7 @@ from trawl.store.base import (
     Store,
 )
 from trawl.summary import Summary
-from trawl.urls import Rejection, hostname, normalize
+from trawl.urls import Rejection, hostname, normalize, url_hash
 from trawl.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -842,10 +842,12 @@ class Crawler:
             content_hash = found.content_hash
             if content_hash is not None:
                 simhash = found.text.simhash if found.text else None
+                named = None if canonical is None else url_hash(canonical)
                 batch.content.append(
                     FetchedContent(
                         url.id, url.origin or url.url, url.url, wall, status, found.text,
                         content_hash, found.out_links, result.archived,
+                        canonical=None if named == url.id else named,
                     )
                 )  # fmt: skip
         elif status == 200:

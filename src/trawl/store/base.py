@@ -313,6 +313,9 @@ class CommitBatch:
     """Fingerprinted pages, for the content stage (trawl.content) before the commit."""
     duplicates: list[Duplicates] = field(default_factory=list)
     """The content stage's decisions, written with the outcomes."""
+    owners: list[tuple[str, int]] = field(default_factory=list)
+    """Content hashes handed to a new owner, (content hash, url id): the page an earlier
+    owner names as its canonical (trawl.content)."""
     releases: list[Release] = field(default_factory=list)
     """Leased hosts given back, after the rest of the batch; each release holds only if
     the host's lease is still at the release's generation."""
@@ -381,6 +384,9 @@ class ContentRows(NamedTuple):
     """Fetches to add to ``versions``: fingerprinted or archived, with a fetch time."""
     exact: set[int]
     """Pages the content stage found to duplicate another exactly: not block-indexed."""
+    owners: list[tuple[str, int]]
+    """Content hashes handed to a new owner, (content hash, url id), whose fetch with
+    that hash the batch commits (an outcome refused with its lease hands nothing)."""
 
 
 class HostTally(NamedTuple):
@@ -429,14 +435,17 @@ class HostFigures:
 
 def content_rows(batch: CommitBatch) -> ContentRows:
     """Select what a batch adds to the content tables."""
+    fingerprinted = [o for o in batch.outcomes if o.content_hash is not None]
+    committed = {(o.content_hash, o.url_id) for o in fingerprinted}
     return ContentRows(
-        fingerprinted=[o for o in batch.outcomes if o.content_hash is not None],
+        fingerprinted=fingerprinted,
         versions=[
             o
             for o in batch.outcomes
             if o.fetched_at is not None and (o.storage is not None or o.content_hash is not None)
         ],
         exact={d.url_id for d in batch.duplicates if d.duplicate_of is not None},
+        owners=[owner for owner in batch.owners if owner in committed],
     )
 
 
@@ -669,11 +678,16 @@ class Store(Protocol):
         ...
 
     async def content_owners(self, hashes: Sequence[str]) -> Mapping[str, int]:
-        """``{content_hash: url_id}`` of the first page committed with each known hash."""
+        """``{content_hash: url_id}`` of the page owning each known hash: the first
+        committed with it, or the page it was handed to (:attr:`CommitBatch.owners`)."""
         ...
 
     async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:
         """The content hash of each given URL's latest fingerprinted fetch, if it has one."""
+        ...
+
+    async def canonicals(self, url_ids: Sequence[int]) -> Mapping[int, str]:
+        """The URL each given page's ``<link rel=canonical>`` names, where it names one."""
         ...
 
     async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:

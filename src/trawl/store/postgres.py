@@ -61,6 +61,7 @@ from trawl.store.base import (
 )
 from trawl.store.postgres_content import (
     apply_content,
+    canonicals,
     columns,
     content_hashes,
     content_owners,
@@ -999,6 +1000,10 @@ class PostgresStore(AsyncResource):
     async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:
         async with self._connection() as conn:
             return await content_hashes(conn, url_ids)
+
+    async def canonicals(self, url_ids: Sequence[int]) -> Mapping[int, str]:
+        async with self._connection() as conn:
+            return await canonicals(conn, url_ids)
 
     async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:
         async with self._connection() as conn:

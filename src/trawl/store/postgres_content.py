@@ -1,4 +1,4 @@
-"""The PostgreSQL engine's content tables: first owners of content hashes, the SimHash
+"""The PostgreSQL engine's content tables: the owners of content hashes, the SimHash
 block index, fetch versions, and the duplicate links between pages (schema migration 3).
 
 The same rules as trawl.store.sqlite_content, written as one statement per table over
@@ -19,6 +19,7 @@ from trawl.store.base import CommitBatch, content_rows, version_row
 
 _OWNERS = "SELECT content_hash, url_id FROM content_owners WHERE content_hash = ANY(%s::text[])"
 _HASHES = "SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL AND id = ANY(%s)"
+_CANONICALS = "SELECT id, canonical FROM urls WHERE canonical IS NOT NULL AND id = ANY(%s)"
 _CANDIDATES = (
     "SELECT u.id, u.simhash FROM ("
     + " UNION ALL ".join(
@@ -32,6 +33,12 @@ _ADD_OWNERS = (
     "INSERT INTO content_owners (content_hash, url_id) "
     "SELECT h, i FROM unnest(%s::text[], %s::bigint[]) WITH ORDINALITY AS o(h, i, n) "
     "ORDER BY n ON CONFLICT (content_hash) DO NOTHING"
+)
+_NEW_OWNERS = (
+    "INSERT INTO content_owners (content_hash, url_id) "
+    "SELECT DISTINCT ON (h) h, i FROM unnest(%s::text[], %s::bigint[]) "
+    "WITH ORDINALITY AS o(h, i, n) ORDER BY h, n DESC "
+    "ON CONFLICT (content_hash) DO UPDATE SET url_id = excluded.url_id"
 )
 _ADD_BLOCKS = (
     "INSERT INTO simhash_blocks (url_id, block_no, block_value, added) "
@@ -55,7 +62,7 @@ _LINK_DUPLICATES = (
 
 
 async def content_owners(conn: AsyncConnection[Any], hashes: Sequence[str]) -> dict[str, int]:
-    """``{content_hash: url_id}`` of the first owner of each known hash."""
+    """``{content_hash: url_id}`` of the owner of each known hash."""
     cursor = await conn.execute(_OWNERS, (list(hashes),))
     return {row[0]: row[1] for row in await cursor.fetchall()}
 
@@ -63,6 +70,12 @@ async def content_owners(conn: AsyncConnection[Any], hashes: Sequence[str]) -> d
 async def content_hashes(conn: AsyncConnection[Any], url_ids: Sequence[int]) -> dict[int, str]:
     """The latest content hash of each given URL that has one."""
     cursor = await conn.execute(_HASHES, (list(url_ids),))
+    return {row[0]: row[1] for row in await cursor.fetchall()}
+
+
+async def canonicals(conn: AsyncConnection[Any], url_ids: Sequence[int]) -> dict[int, str]:
+    """The URL each given page's canonical link names, where it names one."""
+    cursor = await conn.execute(_CANONICALS, (list(url_ids),))
     return {row[0]: row[1] for row in await cursor.fetchall()}
 
 
@@ -76,15 +89,19 @@ async def apply_content(conn: AsyncConnection[Any], batch: CommitBatch) -> None:
     """Queue a batch's content rows: hash owners, versions, the block index, duplicates.
 
     Runs inside the commit's transaction, after the outcomes' own columns are written.
-    The first page committed with a content hash owns it; a page that duplicates another
-    exactly is not put in the block index (its owner is).
+    The first page committed with a content hash owns it, until the batch hands the hash
+    to another page (``CommitBatch.owners``); a page that duplicates another exactly is not put
+    in the block index (its owner is).
     """
-    fingerprinted, versions, exact = content_rows(batch)
+    fingerprinted, versions, exact, owners = content_rows(batch)
     if fingerprinted:
         await conn.execute(
             _ADD_OWNERS,
             ([o.content_hash for o in fingerprinted], [o.url_id for o in fingerprinted]),
         )
+    if owners:
+        await conn.execute(_NEW_OWNERS, columns(owners, 2))
+    if fingerprinted:
         indexed = {
             o.url_id: (o.simhash, o.fetched_at or 0.0)
             for o in fingerprinted

@@ -57,6 +57,7 @@ from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_by
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
 from trawl.store.sqlite_content import (
     apply_content,
+    canonicals,
     content_hashes,
     content_owners,
     select_in,
@@ -513,6 +514,9 @@ class SQLiteStore(AsyncResource):
 
     async def content_hashes(self, url_ids: Sequence[int]) -> Mapping[int, str]:
         return await self._run(lambda: content_hashes(self._db, url_ids))
+
+    async def canonicals(self, url_ids: Sequence[int]) -> Mapping[int, str]:
+        return await self._run(lambda: canonicals(self._db, url_ids))
 
     async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:
         return await self._run(lambda: simhash_candidates(self._db, blocks))

@@ -1,4 +1,4 @@
-"""The SQLite engine's content tables: first owners of content hashes, the SimHash block
+"""The SQLite engine's content tables: the owners of content hashes, the SimHash block
 index, fetch versions, and the duplicate links between pages (schema migration 3).
 
 Plain functions over a connection, called on the store thread: the look-ups by the
@@ -40,7 +40,7 @@ def select_in(
 
 
 def content_owners(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, int]:
-    """``{content_hash: url_id}`` of the first owner of each known hash."""
+    """``{content_hash: url_id}`` of the owner of each known hash."""
     return dict(
         select_in(
             db, "SELECT content_hash, url_id FROM content_owners WHERE content_hash IN", hashes
@@ -57,6 +57,15 @@ def content_hashes(db: sqlite3.Connection, url_ids: Sequence[int]) -> dict[int, 
     return dict(select_in(db, query, url_ids))
 
 
+def canonicals(db: sqlite3.Connection, url_ids: Sequence[int]) -> dict[int, str]:
+    """The URL each given page's canonical link names, where it names one."""
+    query = (
+        "SELECT k.id, u.canonical FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
+        "WHERE u.canonical IS NOT NULL AND k.id IN"
+    )
+    return dict(select_in(db, query, url_ids))
+
+
 def simhash_candidates(db: sqlite3.Connection, wanted: Blocks) -> list[tuple[int, int]]:
     """Indexed pages sharing a block with ``wanted``, earliest indexed first."""
     return [(row[0], row[1]) for row in db.execute(_CANDIDATES, wanted)]
@@ -66,16 +75,24 @@ def apply_content(db: sqlite3.Connection, batch: CommitBatch) -> None:
     """Write a batch's content rows: hash owners, versions, the block index, duplicates.
 
     Runs inside the commit's transaction, after the outcomes' own columns are written.
-    The first page committed with a content hash owns it; a page that duplicates another
-    exactly is not put in the block index (its owner is).
+    The first page committed with a content hash owns it, until the batch hands the hash
+    to another page (``CommitBatch.owners``); a page that duplicates another exactly is not put
+    in the block index (its owner is).
     """
-    fingerprinted, versions, exact = content_rows(batch)
+    fingerprinted, versions, exact, owners = content_rows(batch)
     if fingerprinted:
         db.executemany(
             "INSERT INTO content_owners (content_hash, url_id) VALUES (?, ?) "
             "ON CONFLICT (content_hash) DO NOTHING",
             [(o.content_hash, o.url_id) for o in fingerprinted],
         )
+    if owners:
+        db.executemany(
+            "INSERT INTO content_owners (content_hash, url_id) VALUES (?, ?) "
+            "ON CONFLICT (content_hash) DO UPDATE SET url_id = excluded.url_id",
+            owners,
+        )
+    if fingerprinted:
         db.executemany(
             "INSERT INTO simhash_blocks (url_id, block_no, block_value, added) "
             "VALUES (?, ?, ?, ?) ON CONFLICT (url_id, block_no) DO UPDATE SET "
