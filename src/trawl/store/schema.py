@@ -23,7 +23,7 @@ Migration 3 adds what the content outputs need (``--text``, ``--events``, ``--wa
 per URL, the fingerprints of its latest content (``content_hash``, ``simhash``), the
 page it duplicates exactly or nearly, the known URL its ``<link rel=canonical>`` names
 (``alias_of``), and ``origin``, the first URL of the redirect chain that led to it; the
-table of first owners of each content hash; the four-block SimHash index
+table of the owners of each content hash; the four-block SimHash index
 (trawl.neardup); and ``versions``, one row per fetch whose content was fingerprinted or
 archived, keyed by URL hash and fetch time, so versions are added and never overwritten.
 
