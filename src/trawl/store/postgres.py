@@ -323,19 +323,22 @@ _SITEMAPS = (
     f"SELECT id, host_id FROM urls WHERE state IN ({_DONE}, {_FAILED}) AND id >= %s "
     f"AND kind = {int(Kind.SITEMAP)} ORDER BY id LIMIT %s"
 )
-_REQUEUE = f"""
-WITH moved AS (
-    UPDATE urls SET state = {_QUEUED}, attempts = 0, next_fetch_at = 0,
-        rank = LEAST(COALESCE(due_at, %(now)s), %(now)s) - priority * %(horizon)s
-    WHERE id = ANY(%(ids)s::bigint[]) AND state IN ({_DONE}, {_FAILED})
-    RETURNING host_id
+_RECOUNT_MOVED = """
 ), per_host AS (
     SELECT host_id, count(*) AS n FROM moved GROUP BY host_id
 ), recounted AS (
     UPDATE hosts SET queued = hosts.queued + per_host.n,
         fetched = GREATEST(hosts.fetched - per_host.n, 0)
     FROM per_host WHERE hosts.id = per_host.host_id
-)
+)"""
+"""The common tail of a requeue's CTEs: the URLs ``moved`` back to the queue move from
+their hosts' fetched counts to their queued counts."""
+_REQUEUE = f"""
+WITH moved AS (
+    UPDATE urls SET state = {_QUEUED}, attempts = 0, next_fetch_at = 0,
+        rank = LEAST(COALESCE(due_at, %(now)s), %(now)s) - priority * %(horizon)s
+    WHERE id = ANY(%(ids)s::bigint[]) AND state IN ({_DONE}, {_FAILED})
+    RETURNING host_id{_RECOUNT_MOVED}
 SELECT count(*) FROM moved
 """
 _LOCK_FAILED_HOSTS = (
@@ -347,14 +350,7 @@ _REQUEUE_FAILED = f"""
 WITH moved AS (
     UPDATE urls SET state = {_QUEUED}, attempts = 0, next_fetch_at = 0, error = NULL
     WHERE state = {_FAILED} AND error = %(error)s
-    RETURNING host_id
-), per_host AS (
-    SELECT host_id, count(*) AS n FROM moved GROUP BY host_id
-), recounted AS (
-    UPDATE hosts SET queued = hosts.queued + per_host.n,
-        fetched = GREATEST(hosts.fetched - per_host.n, 0)
-    FROM per_host WHERE hosts.id = per_host.host_id
-), counted AS (
+    RETURNING host_id{_RECOUNT_MOVED}, counted AS (
     INSERT INTO counters (name, value)
     SELECT name, -(SELECT count(*) FROM moved) FROM unnest(%(counters)s::text[]) AS name
     WHERE EXISTS (SELECT 1 FROM moved)
