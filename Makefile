@@ -20,7 +20,8 @@ $(BIN)/trawl: pyproject.toml
 # list is imported from its source again.
 COMPILED_STAMP := build/compiled.stamp
 $(COMPILED_STAMP): $(BIN)/trawl setup.py $(shell find src -name '*.py' -o -name '*.c')
-	rm -rf build/lib.* src/trawl/*.so src/*.so
+	rm -rf build/lib.* src/*.so
+	find src/trawl -name '*.so' -delete
 	$(BIN)/python setup.py --quiet build_ext --inplace
 	mkdir -p build && touch $@
 
@@ -32,7 +33,8 @@ setup: $(COMPILED_STAMP)
 
 # Back to the plain-Python build (run the tests with TRAWL_PURE=1 after it).
 clean:
-	rm -rf build src/trawl/*.so src/*.so
+	rm -rf build src/*.so
+	find src/trawl -name '*.so' -delete
 
 demo: setup
 	$(BIN)/trawl demo

@@ -8,9 +8,10 @@ stay the reference: every module also runs as plain Python (``TRAWL_PURE=1`` bui
 without compiling), and the tests run against the compiled build.
 
 Two tables that every link candidate meets are written in C outright (``WRITTEN_IN_C``):
-``trawl._idtable`` behind the seen-set's cache of confirmed ids (trawl.known_ids) and
-``trawl._inlink_counts`` behind the in-link counter (trawl.inlinks); their 64-bit slots
-are what compiled Python can only read as new int objects. Each has a reference in
+``trawl.frontier._idtable`` behind the seen-set's cache of confirmed ids
+(trawl.frontier.known_ids) and ``trawl.frontier._inlink_counts`` behind the in-link
+counter (trawl.frontier.inlinks); their 64-bit slots are what compiled Python can only
+read as new int objects. Each has a reference in
 Python (``known_ids._Generation``, ``inlinks._Counts``) that a build without compiling
 uses.
 
@@ -41,20 +42,21 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 COMPILED = (
-    "urls",
-    "links",
-    "scope",
-    "parser",
-    "recrawl",
-    "seen",
-    "known_ids",
-    "inlinks",
-    "hosts",
+    "extract.urls",
+    "extract.links",
+    "extract.scope",
+    "extract.parser",
+    "freshness.recrawl",
+    "frontier.seen",
+    "frontier.known_ids",
+    "frontier.inlinks",
+    "politeness.scheduler",
 )
-"""Modules of ``src/trawl`` compiled by mypyc (tests/conftest.py checks they are current)."""
+"""Modules of trawl compiled by mypyc, named below the package (tests/conftest.py checks
+they are current)."""
 
-WRITTEN_IN_C = ("_idtable", "_inlink_counts")
-"""Modules of ``src/trawl`` written in C (``<name>.c``), each with a reference in Python."""
+WRITTEN_IN_C = ("frontier._idtable", "frontier._inlink_counts")
+"""Modules of trawl written in C (``<name>.c``), each with a reference in Python."""
 
 GROUP_LIBRARY = "trawl__mypyc"
 """The library beside the package that holds the code of every module mypyc compiles."""
@@ -152,17 +154,19 @@ def _fall_back(reason: str) -> None:
         tty.write(f"\n{notice}\n")
 
 
+def _source(name: str, suffix: str) -> str:
+    """The source file of the module ``name`` (``extract.urls``) of trawl."""
+    return os.path.join("src", "trawl", *name.split(".")) + suffix
+
+
 @functools.cache
 def _extensions() -> list[Extension]:
     """The compiled modules: those written in C, then mypyc's (after its strict type
     check), whose library takes most of the build's time."""
     from mypyc.build import mypycify
 
-    paths = [os.path.join("src", "trawl", f"{name}.py") for name in COMPILED]
-    written = [
-        Extension(f"trawl.{name}", [os.path.join("src", "trawl", f"{name}.c")])
-        for name in WRITTEN_IN_C
-    ]
+    paths = [_source(name, ".py") for name in COMPILED]
+    written = [Extension(f"trawl.{name}", [_source(name, ".c")]) for name in WRITTEN_IN_C]
     return [*written, *mypycify([*MYPY_FLAGS, *paths], opt_level="3", group_name="trawl")]
 
 
@@ -191,8 +195,9 @@ class BuildExt(build_ext):
 
     def get_source_files(self) -> list[str]:
         """The sources of the compiled modules, known without making the extensions."""
-        sources = [f"{name}.py" for name in COMPILED] + [f"{name}.c" for name in WRITTEN_IN_C]
-        return [os.path.join("src", "trawl", source) for source in sources]
+        return [_source(name, ".py") for name in COMPILED] + [
+            _source(name, ".c") for name in WRITTEN_IN_C
+        ]
 
     def run(self) -> None:
         if not self.extensions:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from bench.site import TRACKING_PARAMS
-from trawl.soft404 import PROBE_PREFIX
+from trawl.extract.soft404 import PROBE_PREFIX
 
 __all__ = [
     "LogRecord",

@@ -34,9 +34,9 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from bench.crawl import DEFAULT_PORT, default_work_dir
 from bench.servers import free_port, host_addresses, port_is_free, serve
 from bench.site import SiteParams, ensure_site
-from trawl.http_client import HttpClient
-from trawl.netguard import AddressPolicy
-from trawl.resolver import GuardedResolver
+from trawl.fetch.client import HttpClient
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import GuardedResolver
 
 __all__ = ["ClientRun", "main", "measure"]
 

@@ -28,12 +28,12 @@ from urllib.parse import urlsplit
 from bench.crawl import DEFAULT_PORT, default_work_dir
 from bench.site import GroundTruth, SiteParams, ensure_site
 from trawl.config import Limits, ScopeConfig
-from trawl.extract import Extractor, ExtractSettings
-from trawl.links import LinkFilter
-from trawl.parser import ParsedPage, parse_html
-from trawl.scope import Scope
+from trawl.extract.links import LinkFilter
+from trawl.extract.parser import ParsedPage, parse_html
+from trawl.extract.pool import Extractor, ExtractSettings
+from trawl.extract.scope import Scope
+from trawl.extract.urls import DEFAULT_RULES
 from trawl.store.base import CommitBatch
-from trawl.urls import DEFAULT_RULES
 
 AGENT = "trawl"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.accesslog import LogRecord, parse_log
-from trawl.testsite.server import loopback_address
+from trawl.demo.server import loopback_address
 
 __all__ = ["ServedSite", "free_port", "nginx_available", "nginx_config", "port_is_free", "serve"]
 

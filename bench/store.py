@@ -46,17 +46,17 @@ from typing import TextIO
 
 from bench.procstat import TICKS, read_stat
 from trawl.config import Politeness
-from trawl.frontier import Frontier
-from trawl.gc_tuning import young_gc_threshold
-from trawl.hosts import HostScheduler
-from trawl.inlinks import InlinkCounter
-from trawl.links import LinkFilter
-from trawl.recrawl import RecrawlPolicy, revisit
-from trawl.scope import Scope
-from trawl.seen import SeenSet
+from trawl.crawl.gc_tuning import young_gc_threshold
+from trawl.extract.links import LinkFilter
+from trawl.extract.scope import Scope
+from trawl.extract.urls import DEFAULT_RULES
+from trawl.freshness.recrawl import RecrawlPolicy, revisit
+from trawl.frontier.inlinks import InlinkCounter
+from trawl.frontier.queue import Frontier
+from trawl.frontier.seen import SeenSet
+from trawl.politeness.scheduler import HostScheduler
 from trawl.store.base import CommitBatch, NewURL, Outcome, QueuedURL, State
 from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.urls import DEFAULT_RULES
 
 DOMAIN = "example.com"
 NAV_LINKS = 20
@@ -286,7 +286,7 @@ class Figures:
     candidates: int = 0
     lookups: int = 0
     boosts: int = 0
-    """In-link levels reached (trawl.inlinks): each a row update in the commit."""
+    """In-link levels reached (trawl.frontier.inlinks): each a row update in the commit."""
 
     def add_time(self, stage: str, seconds: float) -> None:
         """Charge ``seconds`` to ``stage``."""
@@ -367,7 +367,7 @@ class ChildTotals:
 def _produce_into(conn: Connection, producer: Producer) -> None:
     """Child process: send each batch, its links as columns, then its totals
     (:class:`ChildTotals`). It collects garbage as a crawl's extract worker does
-    (trawl.gc_tuning).
+    (trawl.crawl.gc_tuning).
 
     Four flat lists pickle and load faster than one tuple per link (per link: pickling
     0.64 -> 0.43 us here, loading and rebuilding the named tuples 1.65 -> 1.2-1.5 us in
@@ -613,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     every = args.report_every or max(1, args.urls // 10)
     with tempfile.TemporaryDirectory(prefix="trawl-bench-") as scratch:
         data_dir = args.data_dir or Path(scratch)
-        with young_gc_threshold():  # as in a crawl's process (trawl.runner)
+        with young_gc_threshold():  # as in a crawl's process (trawl.crawl.runner)
             asyncio.run(
                 run(
                     args.urls,

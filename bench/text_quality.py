@@ -10,7 +10,7 @@ related links, comments or reviews (``tests/data/text/README.md`` has the rules)
 Quality is the F1 of the bag of lower-case words (``\\w+``) of the extracted text
 against that of the expected text: precision is the share of extracted words that belong
 to the main text, recall the share of the main text that was extracted. Every extractor
-gets the same decoded page (``trawl.text.decode_html``), so decoding is not measured.
+gets the same decoded page (``trawl.content.text.decode_html``), so decoding is not measured.
 Time is the median over ``--repeat`` runs of one extraction of one page, after a warm-up
 run; the table gives the mean of those medians over the pages. Figures are reported,
 never judged.
@@ -44,7 +44,7 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 from selectolax.lexbor import LexborHTMLParser
 
-from trawl.text import NEAR_DUPLICATE_BITS, decode_html, extract_text, hamming, simhash
+from trawl.content.text import NEAR_DUPLICATE_BITS, decode_html, extract_text, hamming, simhash
 
 __all__ = ["EXTRACTORS", "Page", "all_text", "load_pages", "main", "word_f1"]
 

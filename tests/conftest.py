@@ -31,25 +31,25 @@ from trawl.config import (
     ScopeConfig,
     Timeouts,
 )
-from trawl.fetcher import Fetcher, Recorder
-from trawl.netguard import AddressPolicy
-from trawl.resolver import GuardedResolver
-from trawl.retry import RetryPolicy
-from trawl.runner import build_engine
-from trawl.soft404 import PROBE_PREFIX
+from trawl.crawl.runner import build_engine
+from trawl.demo import Site, SiteServer, canonical_url, route_key
+from trawl.demo.server import LoopbackServer
+from trawl.extract.soft404 import PROBE_PREFIX
+from trawl.fetch.fetcher import Fetcher, Recorder
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import GuardedResolver
+from trawl.fetch.retry import RetryPolicy
+from trawl.ops.summary import Summary
 from trawl.store.base import State
 from trawl.store.location import StoreLocation
 from trawl.store.sqlite import DB_NAME
-from trawl.summary import Summary
-from trawl.testsite import Site, SiteServer, canonical_url, route_key
-from trawl.testsite.server import LoopbackServer
 
 
-def _source(package: Path, module: str) -> Path:
+def _source(so: Path) -> Path:
     """The source a compiled module of trawl was built from: its Python module, or the
     C file of a module written in C (setup.py's ``WRITTEN_IN_C``)."""
-    python = package / f"{module}.py"
-    return python if python.exists() else package / f"{module}.c"
+    python = so.with_name(f"{so.name.partition('.')[0]}.py")
+    return python if python.exists() else python.with_suffix(".c")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -59,7 +59,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     compiled module in place of its source, so an edit without ``make setup`` would
     otherwise go untested)."""
     package = Path(trawl.__file__).parent
-    compiled = sorted(package.glob("*.so"))
+    compiled = sorted(package.rglob("*.so"))
     if os.environ.get("TRAWL_PURE"):
         if compiled:
             raise pytest.UsageError("TRAWL_PURE is set but compiled modules exist: make clean")
@@ -71,7 +71,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     library = sorted(package.parent.glob("trawl__mypyc.*.so"))
     if not library:
         raise pytest.UsageError("trawl's compiled library is missing: run make setup")
-    sources = [_source(package, so.name.partition(".")[0]) for so in compiled]
+    sources = [_source(so) for so in compiled]
     built = min(library[0].stat().st_mtime, *(so.stat().st_mtime for so in compiled))
     stale = [source.name for source in sources if source.stat().st_mtime > built]
     if stale:

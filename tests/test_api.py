@@ -21,11 +21,11 @@ from bench.servers import free_port
 
 from pg import URL as PG_URL
 from pg import drop_schema
-from trawl.api import create_app
-from trawl.crawls import Crawls
+from trawl.demo import Site, SiteServer, generate_site
+from trawl.demo.site import Route
+from trawl.ops.api import create_app
+from trawl.ops.crawls import Crawls
 from trawl.store.location import SCHEMA_PREFIX
-from trawl.testsite import Site, SiteServer, generate_site
-from trawl.testsite.site import Route
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

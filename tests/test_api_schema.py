@@ -11,8 +11,8 @@ import schemathesis
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from test_api import AUTH, TOKEN
-from trawl.api import create_app
-from trawl.crawls import Crawls
+from trawl.ops.api import create_app
+from trawl.ops.crawls import Crawls
 
 _APP = create_app(Crawls(Path(tempfile.mkdtemp(prefix="trawl-schema-")) / "crawls"), TOKEN)
 # /crawls is left out: starting crawls of generated seeds would send requests off the

@@ -5,9 +5,9 @@ from __future__ import annotations
 from conftest import CrawlRunner, page_requests
 from test_crawl import page
 from trawl.config import Breaker
-from trawl.retry import RetryPolicy
+from trawl.demo import Response, Route, Site, SiteServer
+from trawl.fetch.retry import RetryPolicy
 from trawl.store.base import State
-from trawl.testsite import Response, Route, Site, SiteServer
 
 BROKEN_PAGES = 30
 

@@ -60,7 +60,7 @@ def _requirements(specs: list[str]) -> dict[str, Requirement]:
 def test_the_build_environment_has_every_package_a_compiled_module_imports() -> None:
     """mypyc type-checks a module before compiling it, in pip's isolated environment:
     a package missing there leaves the module's use of it untyped, which the strict
-    check rejects (ada-url's ``no-any-return`` in trawl.urls)."""
+    check rejects (ada-url's ``no-any-return`` in trawl.extract.urls)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     requires = _requirements(pyproject["build-system"]["requires"])
     depends = _requirements(pyproject["project"]["dependencies"])
@@ -121,7 +121,7 @@ def test_without_a_c_compiler_the_wheel_is_plain_python_and_says_so_once(
     tree = _source_copy(tmp_path)
     # What an earlier compiled build left where the wheel is assembled.
     lib = tree / BUILD_LIB
-    for path in (lib / "trawl" / f"urls{EXTENSION}", lib / f"trawl__mypyc{EXTENSION}"):
+    for path in (lib / "trawl/extract" / f"urls{EXTENSION}", lib / f"trawl__mypyc{EXTENSION}"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"\x7fELF stale")
     if missing == "CC fails":
@@ -133,7 +133,7 @@ def test_without_a_c_compiler_the_wheel_is_plain_python_and_says_so_once(
         reason = f"{shlex.split(sysconfig.get_config_var('CC'))[0]}: No such file or directory"
     names, notices = _build_wheel(tree, **env)
     assert notices == [NOTICE.format(f"no working C compiler here ({reason})")]
-    assert {f"trawl/{name}.py" for name in _compiled()} <= set(names)
+    assert {f"trawl/{name.replace('.', '/')}.py" for name in _compiled()} <= set(names)
     assert not any(name.endswith(".so") for name in names)
 
 
@@ -151,7 +151,9 @@ def test_a_build_that_fails_part_way_leaves_no_compiled_module(tmp_path: Path) -
     refusing.chmod(0o755)
     names, notices = _build_wheel(tree, CC=str(refusing))
     assert notices == [NOTICE.format("compiling trawl__mypyc failed")]
-    assert list(tree.glob("build/temp.*/src/trawl/_idtable.o")), "the C modules were not compiled"
+    assert list(tree.glob("build/temp.*/src/trawl/frontier/_idtable.o")), (
+        "the C modules were not compiled"
+    )
     assert not list(tree.glob(f"{BUILD_LIB}/**/*.so"))
-    assert "trawl/_idtable.pyi" in names
+    assert "trawl/frontier/_idtable.pyi" in names
     assert not any(name.endswith(".so") for name in names)

@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+from trawl.extract.urls import url_hash
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.checkpoint import Checkpointer, wal_bytes
 from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.urls import url_hash
 
 PER_BATCH = 2000
 

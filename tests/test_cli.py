@@ -1,6 +1,6 @@
 """The ``trawl`` command line: exit codes, one-line errors, config files, status, export.
 
-Usage errors run in-process through :func:`trawl.cli.main` (fast, same code path as the
+Usage errors run in-process through :func:`trawl.cli.commands.main` (fast, same code path as the
 console script); crawls run ``python -m trawl`` as a subprocess against a generated site
 on loopback, so the process boundary (exit codes, stdout, stderr, locks) is real.
 """
@@ -25,13 +25,13 @@ import pytest
 from conftest import is_page
 from test_store import insert, make_version_1_crawl
 from test_store import url as new_url
-from trawl.cli import cli, main
-from trawl.committer import merge
-from trawl.exporter import COLUMNS
+from trawl.cli.commands import cli, main
+from trawl.crawl.commit import merge
+from trawl.demo import Site, SiteServer, generate_site
+from trawl.ops.export import COLUMNS
 from trawl.options import OPTIONS, Group
 from trawl.store.base import CommitBatch, Fence, Outcome, State
 from trawl.store.sqlite import SQLiteStore
-from trawl.testsite import Site, SiteServer, generate_site
 
 # Fast settings for tests, given through a config file.
 FAST = {"delay": 0, "response_factor": 0.5, "retry_base": 0.05, "retry_cap": 1}

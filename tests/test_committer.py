@@ -6,8 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from trawl.committer import Committer
-from trawl.seen import SeenSet
+from trawl.crawl.commit import Committer
+from trawl.frontier.seen import SeenSet
 from trawl.store.base import CommitBatch, CommitResult
 from trawl.store.sqlite import SQLiteStore
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trawl.urls import NormalizeRules, normalize
+from trawl.extract.urls import NormalizeRules, normalize
 
 SETUP = Path(__file__).parent.parent / "setup.py"
 
@@ -44,7 +44,10 @@ def test_every_listed_module_is_the_compiled_one(name: str) -> None:
 def test_no_module_is_compiled_that_is_not_listed() -> None:
     """A compiled module left from an older list would shadow its source."""
     package = Path(importlib.import_module("trawl").__file__ or "").parent
-    found = {so.name.partition(".")[0] for so in package.glob("*.so")}
+    found = {
+        ".".join([*so.parent.relative_to(package).parts, so.name.partition(".")[0]])
+        for so in package.rglob("*.so")
+    }
     assert found <= set(_compiled_names())
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from trawl.retry import parse_retry_after
+from trawl.fetch.retry import parse_retry_after
 
 DATA = Path(__file__).parent / "data" / "conformance" / "retry_after.json"
 CASES: list[dict[str, Any]] = json.loads(DATA.read_text(encoding="utf-8"))["cases"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from trawl.robots import (
+from trawl.politeness.robots_parser import (
     ALLOW_ALL,
     MAX_ROBOTS_BYTES,
     RobotsRules,

@@ -18,8 +18,15 @@ from typing import Any
 
 import pytest
 
-from trawl.sitemap_links import may_list
-from trawl.sitemaps import MAX_BYTES, MAX_URLS, Sitemap, SitemapError, SitemapKind, parse_sitemap
+from trawl.freshness.sitemap_parser import (
+    MAX_BYTES,
+    MAX_URLS,
+    Sitemap,
+    SitemapError,
+    SitemapKind,
+    parse_sitemap,
+)
+from trawl.freshness.sitemaps import may_list
 
 DATA = Path(__file__).parent / "data" / "conformance"
 SPEC: dict[str, Any] = json.loads((DATA / "sitemaps.json").read_text(encoding="utf-8"))

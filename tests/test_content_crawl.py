@@ -25,11 +25,11 @@ from conftest import CrawlRunner, page_requests
 from pg import URL as PG_URL
 from pg import crawl_name
 from test_text import PAGES, edit, news_html, story_page
-from trawl.runner import TEXT_DIR, WARC_DIR
+from trawl.crawl.runner import TEXT_DIR, WARC_DIR
+from trawl.demo import Response, Site, SiteServer
+from trawl.extract.urls import url_hash
 from trawl.store.location import StoreLocation
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import Response, Site, SiteServer
-from trawl.urls import url_hash
 
 __all__ = ["crawl_name"]
 

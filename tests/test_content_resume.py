@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from test_resume import CONCURRENCY, crawl_command, run_to_end, server, start_and_wait
-from trawl.runner import TEXT_DIR
+from trawl.crawl.runner import TEXT_DIR
+from trawl.demo import SiteServer
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import SiteServer
 
 __all__ = ["server"]
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from test_content_crawl import read_text_output
 from test_store import ENGINES, Engine, insert, open_store, pg_schema, rows, store
-from trawl.content import ContentStage, FetchedContent
-from trawl.neardup import blocks
-from trawl.runner import TEXT_DIR
+from trawl.content.neardup import blocks
+from trawl.content.stage import ContentStage, FetchedContent
+from trawl.content.text import PageText
+from trawl.content.text_files import TextWriter
+from trawl.crawl.runner import TEXT_DIR
+from trawl.extract.urls import url_hash
 from trawl.store.base import CommitBatch, NewURL, Outcome, State
-from trawl.text import PageText
-from trawl.textout import TextWriter
-from trawl.urls import url_hash
 
 __all__ = ["ENGINES", "open_store", "pg_schema", "store"]
 

@@ -17,10 +17,10 @@ import pytest
 
 from conftest import FAST_RETRY, CrawlRunner, expected_hits, page_requests, robots_requests
 from trawl.config import Limits, Politeness
-from trawl.retry import RetryPolicy
+from trawl.demo import Response, Route, Site, SiteServer, generate_site
+from trawl.demo.generator import CRAWL_DELAY
+from trawl.fetch.retry import RetryPolicy
 from trawl.store.base import State
-from trawl.testsite import Response, Route, Site, SiteServer, generate_site
-from trawl.testsite.generator import CRAWL_DELAY
 
 TOLERANCE = 0.02
 """Seconds of clock slack allowed when comparing server-side gaps with a delay."""

@@ -13,10 +13,10 @@ import pytest
 from conftest import CrawlRunner, expected_hits, page_requests, robots_requests
 from test_cli import trawl
 from trawl.config import Limits, Politeness, ScopeConfig
-from trawl.extract import parse_workers
-from trawl.scope import ScopeMode
+from trawl.demo import Response, Site, SiteServer, generate_site, route_key
+from trawl.extract.pool import parse_workers
+from trawl.extract.scope import ScopeMode
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import Response, Site, SiteServer, generate_site, route_key
 
 
 def html(*hrefs: str, head: str = "") -> bytes:

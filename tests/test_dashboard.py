@@ -19,7 +19,7 @@ import pytest
 from bench.servers import free_port
 
 from test_api import AUTH, FAST, TOKEN, slow_site
-from trawl.testsite import SiteServer
+from trawl.demo import SiteServer
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FIGURES = ("discovered", "fetched", "queued", "failed", "status2xx", "status3xx")

@@ -26,10 +26,10 @@ import pytest
 from pg import URL as PG_URL
 from pg import crawl_name
 from test_cli import FAST, Run, assert_one_error_line, make_site, trawl, write_config
-from trawl.cli import main
-from trawl.runner import TEXT_DIR, WARC_DIR
+from trawl.cli.commands import main
+from trawl.crawl.runner import TEXT_DIR, WARC_DIR
+from trawl.demo import SiteServer
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import SiteServer
 
 __all__ = ["crawl_name"]
 

@@ -18,12 +18,12 @@ from conftest import CrawlRunner
 from pg import URL as PG_URL
 from pg import crawl_name, drop_schema
 from trawl.config import Limits
-from trawl.seen import SeenSet
+from trawl.demo import Response, Site, SiteServer
+from trawl.extract.urls import url_hash
+from trawl.frontier.seen import SeenSet
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.location import SCHEMA_PREFIX, StoreLocation
 from trawl.store.sqlite import SQLiteStore
-from trawl.testsite import Response, Site, SiteServer
-from trawl.urls import url_hash
 
 __all__ = ["crawl_name"]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from trawl.content.events import EventWriter, PageFetched, event_json
 from trawl.errors import UsageError
-from trawl.events import EventWriter, PageFetched, event_json
+from trawl.extract.urls import url_hash
 from trawl.store.base import StorageKey
-from trawl.urls import url_hash
 from writer_child import LIMIT, write_then_kill, write_until_full
 
 
@@ -143,7 +143,7 @@ def test_a_named_pipe_receives_the_events(tmp_path: Path) -> None:
 def test_a_killed_writer_loses_no_flushed_event(tmp_path: Path) -> None:
     events = [event(i) for i in range(30)]
     path = tmp_path / "out" / "events.jsonl"
-    write_then_kill("trawl.events.EventWriter", path, events, tmp_path, flush_every=7)
+    write_then_kill("trawl.content.events.EventWriter", path, events, tmp_path, flush_every=7)
     expected = [event_json(e) for e in events]
     assert read_events(path) in (expected[:-1], expected)
     with EventWriter(path) as writer:
@@ -155,7 +155,9 @@ def test_a_failed_write_is_a_one_line_error_and_the_torn_line_is_cut(tmp_path: P
     """Writes beyond 4 KiB fail (RLIMIT_FSIZE, as on a full disk)."""
     events = [event(i) for i in range(100)]
     path = tmp_path / "events.jsonl"
-    count, message, refused = write_until_full("trawl.events.EventWriter", path, events, tmp_path)
+    count, message, refused = write_until_full(
+        "trawl.content.events.EventWriter", path, events, tmp_path
+    )
     assert message == f"cannot write events file {path}: File too large"
     assert refused == "EventWriter used after close"
     assert path.stat().st_size == LIMIT

@@ -20,9 +20,9 @@ import pytest
 from conftest import CrawlRunner
 from test_cli import trawl
 from test_content_crawl import TEMPLATE_CANONICAL, make_site, path_of
-from trawl.exporter import COLUMNS
+from trawl.demo import SiteServer
+from trawl.ops.export import COLUMNS
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import SiteServer
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ from conftest import is_page
 from test_cli import Run, assert_one_error_line, trawl
 from test_crawl import page
 from trawl.config import ScopeConfig
-from trawl.extract import (
+from trawl.demo import Site, SiteServer, generate_site
+from trawl.extract.pool import (
     DEATH_WINDOW,
     MAX_DEATHS,
     Extracted,
@@ -32,8 +33,7 @@ from trawl.extract import (
     WorkerStopped,
     stop_reason,
 )
-from trawl.testsite import Site, SiteServer, generate_site
-from trawl.urls import DEFAULT_RULES
+from trawl.extract.urls import DEFAULT_RULES
 
 SETTINGS = ExtractSettings(("http://a.test/",), ScopeConfig(), DEFAULT_RULES, "trawl", True, 10)
 

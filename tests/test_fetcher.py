@@ -16,11 +16,11 @@ import pytest
 
 from conftest import loopback_fetcher
 from trawl.config import Timeouts
-from trawl.fetcher import Fetcher, FetchError
-from trawl.netguard import AddressPolicy
-from trawl.parser import is_html
-from trawl.resolver import GuardedResolver
-from trawl.testsite import Response, Route, Site, SiteServer
+from trawl.demo import Response, Route, Site, SiteServer
+from trawl.extract.parser import is_html
+from trawl.fetch.fetcher import Fetcher, FetchError
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import GuardedResolver
 
 PAGE = b"<!doctype html><title>t</title>" + b"<p>harbour tide net rope</p>" * 200
 

@@ -1,7 +1,7 @@
 """Recrawls in whole crawls: conditional requests, 304s, change detection, events, and a
 continuous crawl that revisits a page that changes more often than one that does not.
 
-The site's pages change on a schedule of the server's clock (trawl.testsite.changing)
+The site's pages change on a schedule of the server's clock (changing_site)
 and answer If-None-Match and If-Modified-Since as a real server does.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from changing_site import Changing
 from conftest import CrawlRunner
 from pg import URL as PG_URL
 from pg import crawl_name
@@ -22,11 +23,10 @@ from test_cli import Run, assert_one_error_line, trawl
 from test_content_crawl import read_text_output
 from test_store import sqlite_query
 from trawl.config import Freshness, Limits, RecrawlPass
-from trawl.priority import LEVEL_STEP, priority
-from trawl.recrawl import RecrawlPolicy
+from trawl.demo import Response, Site, SiteServer, generate_site
+from trawl.freshness.recrawl import RecrawlPolicy
+from trawl.frontier.priority import LEVEL_STEP, priority
 from trawl.store.base import State
-from trawl.testsite import Response, Site, SiteServer, generate_site
-from trawl.testsite.changing import Changing
 
 __all__ = ["crawl_name"]
 

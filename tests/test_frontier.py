@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from trawl.config import Politeness
-from trawl.frontier import Frontier
-from trawl.hosts import HostScheduler
+from trawl.extract.urls import url_hash
+from trawl.frontier.queue import Frontier
+from trawl.politeness.scheduler import HostScheduler
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.sqlite import SQLiteStore
-from trawl.urls import url_hash
 
 
 def discovered(host: str, count: int) -> CommitBatch:

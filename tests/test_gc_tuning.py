@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from trawl.gc_tuning import GC_YOUNG_THRESHOLD, young_gc_threshold
+from trawl.crawl.gc_tuning import GC_YOUNG_THRESHOLD, young_gc_threshold
 
 
 def test_the_young_threshold_is_raised_meanwhile_and_restored_after() -> None:

@@ -42,15 +42,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import UrlRow, expected_hits, read_rows
-from test_robots_hostile import robots_routes
-from trawl.config import Limits, ScopeConfig
-from trawl.extract import Extractor, ExtractSettings
-from trawl.fetcher import FetchError
-from trawl.parser import parse_html
-from trawl.soft404 import PROBE_PREFIX
-from trawl.store.base import State
-from trawl.testsite import Route, Site, SiteServer, canonical_url, generate_site
-from trawl.testsite.hostile import (
+from hostile_server import (
     Answer,
     HostileRecord,
     HostileServer,
@@ -63,7 +55,15 @@ from trawl.testsite.hostile import (
     raw,
     reset_mid_body,
 )
-from trawl.urls import DEFAULT_RULES, Rejection, normalize
+from test_robots_hostile import robots_routes
+from trawl.config import Limits, ScopeConfig
+from trawl.demo import Route, Site, SiteServer, canonical_url, generate_site
+from trawl.extract.parser import parse_html
+from trawl.extract.pool import Extractor, ExtractSettings
+from trawl.extract.soft404 import PROBE_PREFIX
+from trawl.extract.urls import DEFAULT_RULES, Rejection, normalize
+from trawl.fetch.fetcher import FetchError
+from trawl.store.base import State
 
 MAX_BODY = Limits().max_body
 """The crawl runs with the default body cap, so the bomb meets what users get."""
@@ -495,7 +495,7 @@ def test_a_robots_redirect_loop_means_no_restrictions(mixed: MixedCrawl) -> None
 
 
 def test_a_page_of_dense_markup_keeps_peak_rss_bounded(tmp_path: Path) -> None:
-    # 10 MB of <p>x</p> made a 500 MB tree when parsed at once (trawl.parser.PARSE_PIECE).
+    # 10 MB of <p>x</p> made a 500 MB tree when parsed at once (trawl.extract.parser.PARSE_PIECE).
     routes = {"http://dense.trawl.test/": endless(b"<p>x</p>")}
     with HostileServer(routes) as server:
         seeds = (server.url("dense.trawl.test", "/"),)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trawl.config import Politeness
-from trawl.hosts import HostScheduler, HostSlot
-from trawl.robots import parse_robots
+from trawl.politeness.robots_parser import parse_robots
+from trawl.politeness.scheduler import HostScheduler, HostSlot
 from trawl.store.base import QueuedURL
 
 

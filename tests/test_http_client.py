@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pytest
 
 from dns_server import ScriptedDns
-from trawl.http_client import (
+from trawl.fetch.client import (
     MAX_HEAD,
     ConnectFailed,
     HttpClient,
@@ -39,8 +39,8 @@ from trawl.http_client import (
     Response,
     TlsFailed,
 )
-from trawl.netguard import AddressPolicy
-from trawl.resolver import AiodnsBackend, BlockedAddress, GuardedResolver, NameNotFound
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import AiodnsBackend, BlockedAddress, GuardedResolver, NameNotFound
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from trawl.launch import INTERRUPTED
-from trawl.testsite import Site, SiteServer, generate_site
+from trawl.cli.launch import INTERRUPTED
+from trawl.demo import Site, SiteServer, generate_site
 
 
 def make_site(port: int) -> Site:

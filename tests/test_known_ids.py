@@ -1,4 +1,4 @@
-"""The compact cache of confirmed URL ids (trawl.known_ids)."""
+"""The compact cache of confirmed URL ids (trawl.frontier.known_ids)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,20 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from trawl.known_ids import KnownIds, Table, _Generation, _screen, _screen_for, _table_maker
+from trawl.frontier.known_ids import (
+    KnownIds,
+    Table,
+    _Generation,
+    _screen,
+    _screen_for,
+    _table_maker,
+)
 from trawl.store.base import NewURL
 
 TABLES: dict[str, Callable[[int], Table]] = {"reference": _Generation}
 """The generations' tables to test: the reference, and the C one where it is built."""
 if not os.environ.get("TRAWL_PURE"):
-    from trawl._idtable import IdTable
+    from trawl.frontier._idtable import IdTable
 
     TABLES["c"] = IdTable
 
@@ -154,7 +161,7 @@ def test_the_c_screen_answers_as_the_reference_does() -> None:
 
 @pytest.mark.skipif("c" not in TABLES, reason="TRAWL_PURE builds no C table")
 def test_the_c_screen_refuses_what_it_cannot_read() -> None:
-    from trawl._idtable import screen
+    from trawl.frontier._idtable import screen
 
     def c_screen(candidates: list[object], newer: object) -> object:
         return screen(candidates, {}, newer, c_table)  # type: ignore[arg-type]

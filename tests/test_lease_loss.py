@@ -13,14 +13,14 @@ import pytest
 from conftest import loopback_fetcher
 from test_crawl import page
 from trawl.config import CrawlConfig, LeasePolicy, Timeouts
-from trawl.engine import Crawler, seeds_of
-from trawl.extract import ExtractPool, ExtractSettings
-from trawl.hosts import HostSlot
-from trawl.robots import agent_token
+from trawl.crawl.engine import Crawler, seeds_of
+from trawl.demo import Site, SiteServer
+from trawl.extract.pool import ExtractPool, ExtractSettings
+from trawl.extract.urls import host_key, url_hash
+from trawl.politeness.robots_parser import agent_token
+from trawl.politeness.scheduler import HostSlot
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.sqlite import SQLiteStore
-from trawl.testsite import Site, SiteServer
-from trawl.urls import host_key, url_hash
 
 ROOT = "http://www.lease.test"
 TTL = 1.5

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from trawl import links
-from trawl.links import LinkFilter
-from trawl.scope import Scope
+from trawl.extract import links
+from trawl.extract.links import LinkFilter
+from trawl.extract.scope import Scope
+from trawl.extract.urls import DEFAULT_RULES, url_hash
 from trawl.store.base import CommitBatch
-from trawl.urls import DEFAULT_RULES, url_hash
 
 
 def make_filter() -> LinkFilter:

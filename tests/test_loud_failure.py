@@ -18,8 +18,8 @@ from conftest import is_page, read_rows
 from dns_server import ScriptedDns
 from test_cli import FAST, Run, trawl, write_config
 from test_crawl import page, robots
+from trawl.demo import Response, Site, SiteServer
 from trawl.store.base import State
-from trawl.testsite import Response, Site, SiteServer
 
 WWW = "www.hosts.test"
 GONE = "gone.hosts.test"

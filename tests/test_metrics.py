@@ -21,10 +21,10 @@ from conftest import FAST, FAST_RETRY, is_page
 from test_cli import assert_one_error_line, trawl
 from test_freshness import fresh_site
 from trawl.config import CrawlConfig, Freshness, Limits, Timeouts
-from trawl.metrics import CrawlMetrics, Levels
-from trawl.recrawl import RecrawlPolicy
-from trawl.runner import build_engine
-from trawl.testsite import SiteServer, generate_site
+from trawl.crawl.runner import build_engine
+from trawl.demo import SiteServer, generate_site
+from trawl.freshness.recrawl import RecrawlPolicy
+from trawl.ops.metrics import CrawlMetrics, Levels
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

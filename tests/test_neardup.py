@@ -2,7 +2,7 @@
 returned, and a look-up reads only pages that share a block.
 
 The ``index`` fixture is the only place that names an implementation; the tests hold any
-:class:`~trawl.neardup.BlockIndex` to the same contract.
+:class:`~trawl.content.neardup.BlockIndex` to the same contract.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trawl.neardup import BlockIndex, MemoryBlockIndex, NearDuplicates, blocks
-from trawl.text import NEAR_DUPLICATE_BITS, hamming
+from trawl.content.neardup import BlockIndex, MemoryBlockIndex, NearDuplicates, blocks
+from trawl.content.text import NEAR_DUPLICATE_BITS, hamming
 
 MASK64 = (1 << 64) - 1
 signed64 = st.integers(-(1 << 63), (1 << 63) - 1)

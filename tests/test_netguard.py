@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from trawl.netguard import AddressPolicy, refusal
+from trawl.fetch.netguard import AddressPolicy, refusal
 
 REFUSED = {
     "127.0.0.1": "loopback", "127.255.0.9": "loopback", "10.1.2.3": "private",

@@ -1,4 +1,5 @@
-"""Tests for trawl.parser: link extraction, robots directives, encodings and content sniffing.
+"""Tests for trawl.extract.parser: link extraction, robots directives, encodings and
+content sniffing.
 
 The robots meta / X-Robots-Tag conformance cases (tests/data/conformance/robots_meta.json)
 all run. trawl acts on ``noindex`` and ``nofollow`` only, so each expectation is compared
@@ -18,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trawl.parser import ParsedPage, content_charset, is_html, parse_html, robots_header
+from trawl.extract.parser import ParsedPage, content_charset, is_html, parse_html, robots_header
 
 
 def _page(body: str, **kwargs: Any) -> ParsedPage:

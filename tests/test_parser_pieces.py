@@ -1,4 +1,4 @@
-"""A page longer than trawl.parser.PARSE_PIECE is parsed a piece at a time, so that its
+"""A page longer than trawl.extract.parser.PARSE_PIECE is parsed a piece at a time, so that its
 tree never holds more than a piece: it yields what the whole page parsed at once would."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trawl.parser import PARSE_PIECE, parse_html
+from trawl.extract.parser import PARSE_PIECE, parse_html
 
 HEAD = (
     '<!doctype html><html><head><title>Big page</title><base href="/base/">'
@@ -83,7 +83,7 @@ def test_any_markup_cut_into_pieces_parses_without_error(parts: list[str]) -> No
 def test_a_parse_of_10_mb_of_dense_markup_stays_near_one_pieces_tree() -> None:
     # In a process of its own, whose high-water mark is this parse's.
     code = (
-        "import resource; from trawl.parser import parse_html; "
+        "import resource; from trawl.extract.parser import parse_html; "
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
         "parse_html(b'<p>x</p>' * (10 * 2**20 // 8)); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)"

@@ -9,9 +9,9 @@ import pytest
 from conftest import CrawlRunner, page_requests
 from test_crawl import page, peak_overlap
 from trawl.config import Politeness
-from trawl.hosts import HostScheduler
+from trawl.demo import Response, Route, Site, SiteServer
+from trawl.politeness.scheduler import HostScheduler
 from trawl.store.base import QueuedURL
-from trawl.testsite import Response, Route, Site, SiteServer
 
 HOSTS, PAGES = 6, 3
 

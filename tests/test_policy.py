@@ -20,11 +20,11 @@ from trawl.config import (
     Timeouts,
 )
 from trawl.errors import StoreError
+from trawl.extract.scope import ScopeMode
+from trawl.extract.urls import NormalizeRules
+from trawl.fetch.retry import RetryPolicy
 from trawl.policy import policy_json, with_policy
-from trawl.retry import RetryPolicy
-from trawl.scope import ScopeMode
 from trawl.store.location import StoreLocation, newest_unfinished
-from trawl.urls import NormalizeRules
 
 CRAWL = CrawlConfig(
     seeds=("https://example.com/",),

@@ -16,11 +16,11 @@ import pytest
 from conftest import CrawlRunner, expected_hits, page_requests
 from pg import URL as PG_URL
 from pg import crawl_name
-from trawl.runner import read_summary
+from trawl.crawl.runner import read_summary
+from trawl.demo import SiteServer, generate_site
+from trawl.extract.urls import url_hash
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.location import StoreLocation
-from trawl.testsite import SiteServer, generate_site
-from trawl.urls import url_hash
 
 __all__ = ["crawl_name"]
 

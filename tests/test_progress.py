@@ -26,11 +26,11 @@ from rich.console import Console
 
 from conftest import is_page
 from trawl.config import CrawlConfig, Limits, Politeness
-from trawl.engine import Crawler, Progress
-from trawl.progress import render
-from trawl.runner import build_engine, read_summary
+from trawl.crawl.engine import Crawler, Progress
+from trawl.crawl.runner import build_engine, read_summary
+from trawl.demo import Site, SiteServer, generate_site
+from trawl.ops.progress import render
 from trawl.store.location import StoreLocation
-from trawl.testsite import Site, SiteServer, generate_site
 
 SMALL = Progress(
     fetched=1234, queued=567, discovered=8901, errors=23, inflight=45,

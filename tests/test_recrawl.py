@@ -14,9 +14,9 @@ import pytest
 
 from test_store import Engine, OpenStore, insert, open_store, pg_schema, store, url
 from trawl.errors import UsageError
-from trawl.inlinks import Counts, InlinkCounter, _Counts, _counts_maker
-from trawl.priority import DEFAULT_HORIZON, LEVEL_STEP, MAX_LEVEL, priority, rank
-from trawl.recrawl import RecrawlPolicy, revisit
+from trawl.freshness.recrawl import RecrawlPolicy, revisit
+from trawl.frontier.inlinks import Counts, InlinkCounter, _Counts, _counts_maker
+from trawl.frontier.priority import DEFAULT_HORIZON, LEVEL_STEP, MAX_LEVEL, priority, rank
 from trawl.store.base import (
     CommitBatch,
     Kind,
@@ -358,7 +358,7 @@ async def test_a_sitemap_lastmod_makes_a_fetched_page_due_at_once(
 COUNTS: dict[str, Callable[[int, int], Counts]] = {"reference": _Counts}
 """The in-link count tables to test: the reference, and the C one where it is built."""
 if not os.environ.get("TRAWL_PURE"):
-    from trawl._inlink_counts import InlinkCounts
+    from trawl.frontier._inlink_counts import InlinkCounts
 
     COUNTS["c"] = InlinkCounts
 

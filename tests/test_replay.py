@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from changing_site import Changing
 from conftest import CrawlRunner
 from trawl.config import Freshness, RecrawlPass
-from trawl.runner import WARC_DIR
-from trawl.testsite import Response, Site, SiteServer
-from trawl.testsite.changing import Changing
-from trawl.warc import SUFFIX
+from trawl.content.warc import SUFFIX
+from trawl.crawl.runner import WARC_DIR
+from trawl.demo import Response, Site, SiteServer
 
 HOST = "replay.test"
 STATIC = Changing(period=0)

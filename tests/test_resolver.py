@@ -13,9 +13,9 @@ import pytest
 from dns_server import ScriptedDns
 from listener import PAGE, Listener
 from trawl.config import Timeouts
-from trawl.fetcher import Fetcher, FetchError
-from trawl.netguard import AddressPolicy
-from trawl.resolver import (
+from trawl.fetch.fetcher import Fetcher, FetchError
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import (
     MIN_TTL,
     NEGATIVE_TTL,
     AiodnsBackend,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from trawl.config import ScopeConfig, Timeouts
-from trawl.extract import ExtractPool, ExtractSettings
-from trawl.fetcher import Fetcher
-from trawl.netguard import AddressPolicy
-from trawl.resolver import GuardedResolver
+from trawl.extract.pool import ExtractPool, ExtractSettings
+from trawl.extract.urls import DEFAULT_RULES
+from trawl.fetch.fetcher import Fetcher
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import GuardedResolver
 from trawl.store.sqlite import SQLiteStore
-from trawl.urls import DEFAULT_RULES
 
 
 async def test_resources_close_on_exit_and_close_twice(tmp_path: Path) -> None:

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from conftest import is_page
+from trawl.demo import Site, SiteServer, generate_site
 from trawl.store.base import ExportRow, State
 from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.testsite import Site, SiteServer, generate_site
 
 HOSTS = 6
 PAGES_PER_HOST = 60

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from trawl.retry import RetryPolicy, backoff_delay, parse_retry_after, retry_delay
+from trawl.fetch.retry import RetryPolicy, backoff_delay, parse_retry_after, retry_delay
 
 NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

@@ -19,9 +19,9 @@ from pg import connect as pg_connect
 from pg import crawl_name
 from test_cli import trawl
 from test_store import sqlite_query
+from trawl.demo import Response, Site, SiteServer
 from trawl.store.location import StoreLocation
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import Response, Site, SiteServer
 
 __all__ = ["crawl_name"]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trawl.robots import (
+from trawl.politeness.robots_parser import (
     ALLOW_ALL,
     DISALLOW_ALL,
     RobotsRules,

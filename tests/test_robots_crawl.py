@@ -5,8 +5,8 @@ reads them"). Each disallowed page must be stored as blocked and never requested
 from __future__ import annotations
 
 from conftest import CrawlRunner, page_requests
+from trawl.demo import Response, Site, SiteServer
 from trawl.store.base import State
-from trawl.testsite import Response, Site, SiteServer
 
 
 def html(*hrefs: str) -> Response:

@@ -10,13 +10,13 @@ import pytest
 
 from conftest import loopback_fetcher
 from trawl.config import Timeouts
-from trawl.fetcher import FetchError
-from trawl.robots import ROBOTS_TTL
-from trawl.robots_gate import RobotsGate
+from trawl.demo import Response, Site, SiteServer
+from trawl.extract.urls import DEFAULT_RULES
+from trawl.fetch.fetcher import FetchError
+from trawl.politeness.robots import RobotsGate
+from trawl.politeness.robots_parser import ROBOTS_TTL
 from trawl.store.base import CommitBatch, HostUpdate
 from trawl.store.sqlite import SQLiteStore
-from trawl.testsite import Response, Site, SiteServer
-from trawl.urls import DEFAULT_RULES
 
 
 def moved(location: str) -> Response:

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from conftest import loopback_fetcher
+from hostile_server import Answer, HostileServer, gzip_bomb, page, redirect
 from trawl.config import Timeouts
-from trawl.robots import MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS
-from trawl.robots_gate import RobotsAnswer, RobotsGate
+from trawl.extract.urls import DEFAULT_RULES
+from trawl.politeness.robots import RobotsAnswer, RobotsGate
+from trawl.politeness.robots_parser import MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS
 from trawl.store.sqlite import SQLiteStore
-from trawl.testsite.hostile import Answer, HostileServer, gzip_bomb, page, redirect
-from trawl.urls import DEFAULT_RULES
 
 HUGE_ROBOTS_SIZE = 5 * 1024 * 1024
 _FILLER = b"# " + b"x" * 77 + b"\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trawl.scope import Scope, ScopeMode, Verdict, registrable_domain
+from trawl.extract.scope import Scope, ScopeMode, Verdict, registrable_domain
 
 
 @pytest.mark.parametrize(

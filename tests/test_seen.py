@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from trawl.seen import SeenSet
+from trawl.extract.urls import url_hash
+from trawl.frontier.seen import SeenSet
 from trawl.store.base import CommitBatch, NewURL
 from trawl.store.sqlite import SQLiteStore
-from trawl.urls import url_hash
 
 
 def new_url(n: int, host: str = "a.test") -> NewURL:

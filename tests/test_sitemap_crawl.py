@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from conftest import CrawlRunner, read_rows
+from listing_site import Listing, ListingFormat
 from pg import URL as PG_URL
 from pg import crawl_name
 from test_cli import trawl
 from test_store import sqlite_query
 from trawl.config import Freshness, Limits
-from trawl.priority import priority
+from trawl.demo import Response, Site, SiteServer
+from trawl.frontier.priority import priority
 from trawl.store.base import State
-from trawl.testsite import Response, Site, SiteServer
-from trawl.testsite.listing import Listing, ListingFormat
 
 __all__ = ["crawl_name"]
 

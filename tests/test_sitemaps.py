@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trawl.sitemaps import (
+from trawl.freshness.sitemap_parser import (
     MAX_BYTES,
     MAX_FIELD_CHARS,
     MAX_URLS,

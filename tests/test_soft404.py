@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 
 from conftest import CrawlOutcome, CrawlRunner, is_page, page_requests
 from trawl.config import Limits, Politeness
-from trawl.soft404 import MAX_DISTANCE, PROBE_PREFIX, distance, fingerprint, probe_url
+from trawl.demo import Response, Site, SiteServer
+from trawl.extract.soft404 import MAX_DISTANCE, PROBE_PREFIX, distance, fingerprint, probe_url
+from trawl.extract.urls import normalize
 from trawl.store.base import State
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import Response, Site, SiteServer
-from trawl.urls import normalize
 
 DELAY = 0.05
 TOLERANCE = 0.02

@@ -14,8 +14,8 @@ import pytest
 from conftest import CrawlRunner, page_requests
 from listener import Listener
 from test_crawl import moved, page
+from trawl.demo import Site, SiteServer
 from trawl.store.base import State
-from trawl.testsite import Site, SiteServer
 
 ONLY_SERVER = (ipaddress.ip_network("127.0.0.1/32"),)
 

@@ -22,7 +22,8 @@ from pg import DSN as PG_DSN
 from pg import connect as pg_connect
 from pg import pg_schema
 from trawl.errors import StoreError
-from trawl.priority import priority
+from trawl.extract.urls import url_hash
+from trawl.frontier.priority import priority
 from trawl.store.base import (
     CommitBatch,
     Duplicates,
@@ -45,7 +46,6 @@ from trawl.store.schema import (
 )
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.store.sqlite_frontier import CLAIM_QUEUED
-from trawl.urls import url_hash
 
 __all__ = ["pg_schema"]
 

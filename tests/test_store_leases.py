@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from test_store import Engine, OpenStore, insert, open_store, pg_schema, queued, rows, store, url
-from trawl.committer import merge
+from trawl.crawl.commit import merge
 from trawl.store.base import (
     STALE_COUNTER,
     CommitBatch,

@@ -20,7 +20,7 @@ import pytest
 from test_seen import store
 from test_store import url
 from trawl.errors import StoreError
-from trawl.priority import priority
+from trawl.frontier.priority import priority
 from trawl.store.base import CommitBatch, Kind, Listed, NewURL
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from test_store import insert, rows, url
-from trawl.neardup import blocks
+from trawl.content.neardup import blocks
 from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State
 from trawl.store.schema import SQLITE_TYPES, migration_statements
 from trawl.store.sqlite import DB_NAME, SQLiteStore

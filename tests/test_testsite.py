@@ -25,7 +25,7 @@ import pytest
 from protego import Protego
 from yarl import URL
 
-from trawl.testsite import (
+from trawl.demo import (
     Response,
     Route,
     Site,
@@ -381,7 +381,7 @@ def test_serve_forever_prints_port_and_stops_on_interrupt() -> None:
     # child inherits that: give the server Python's own handler, as a terminal would.
     code = (
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "from trawl.testsite import generate_site, serve_forever; serve_forever(generate_site)"
+        "from trawl.demo import generate_site, serve_forever; serve_forever(generate_site)"
     )
     with subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -16,7 +16,7 @@ from bench.text_quality import Page, all_text, load_pages, word_f1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trawl.text import (
+from trawl.content.text import (
     NEAR_DUPLICATE_BITS,
     PageText,
     content_hash,

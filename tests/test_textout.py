@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from trawl.errors import UsageError
-from trawl.textout import (
+from trawl.content.text_files import (
     PARTIAL,
     SUFFIX,
     TextRecord,
@@ -28,6 +27,7 @@ from trawl.textout import (
     rfc3339,
     text_json,
 )
+from trawl.errors import UsageError
 from writer_child import LIMIT, write_then_kill, write_until_full
 
 NAME_RE = re.compile(r"text-\d{8}T\d{6}-\d{5}\.jsonl\.gz")
@@ -199,7 +199,9 @@ def test_bad_options_and_unwritable_directories(tmp_path: Path) -> None:
 def test_a_killed_writer_loses_no_flushed_record(tmp_path: Path) -> None:
     records = [record(i) for i in range(45)]
     directory = tmp_path / "text"
-    write_then_kill("trawl.textout.TextWriter", directory, records, tmp_path, flush_every=10)
+    write_then_kill(
+        "trawl.content.text_files.TextWriter", directory, records, tmp_path, flush_every=10
+    )
     (partial,) = directory.iterdir()
     assert partial.name.endswith(SUFFIX + PARTIAL)
     unfinished = subprocess.run(["gzip", "-t", str(partial)], capture_output=True, check=False)
@@ -269,7 +271,7 @@ def test_a_failed_write_never_publishes_a_torn_file(tmp_path: Path) -> None:
     records = [record(i) for i in range(200)]
     directory = tmp_path / "text"
     count, message, refused = write_until_full(
-        "trawl.textout.TextWriter", directory, records, tmp_path
+        "trawl.content.text_files.TextWriter", directory, records, tmp_path
     )
     (partial,) = directory.iterdir()
     assert partial.name.endswith(SUFFIX + PARTIAL)

@@ -4,7 +4,7 @@ completes.
 The trap hosts make their pages on demand (`Site.build(generated=...)`), so they are
 really endless: an infinite calendar, a relative-link maze (``a/`` and ``b/`` on every
 page), an endless tree. What stops the crawl there is trawl's own limits: hop depth, the
-per-host page and discovery budgets, and the path rules of trawl.urls.
+per-host page and discovery budgets, and the path rules of trawl.extract.urls.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 from conftest import CrawlOutcome, CrawlRunner, page_requests
 from trawl.config import Limits
+from trawl.demo import Response, Site, SiteServer
 from trawl.store.base import State
 from trawl.store.sqlite import DB_NAME
-from trawl.testsite import Response, Site, SiteServer
 
 NORMAL_HOSTS = [f"n{k}.normal.test" for k in range(10)]
 NORMAL_PAGES = ["/", "/p1.html", "/p2.html", "/p3.html", "/p4.html"]

@@ -18,10 +18,9 @@ from pathlib import Path
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from trawl.links import LinkFilter
-from trawl.scope import Scope
-from trawl.store.base import CommitBatch
-from trawl.urls import (
+from trawl.extract.links import LinkFilter
+from trawl.extract.scope import Scope
+from trawl.extract.urls import (
     DEFAULT_RULES,
     NormalizeRules,
     _normalize_serialized,
@@ -34,6 +33,7 @@ from trawl.urls import (
     resolve,
     resolve_against_serialized,
 )
+from trawl.store.base import CommitBatch
 
 LABEL = st.sampled_from(
     ["a", "h12", "example", "com", "x-y", "-a", "b-", "a--b", "A", "0x7f", "1", "255",

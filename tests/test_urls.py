@@ -10,9 +10,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from conftest import CrawlRunner
-from trawl.store.base import State
-from trawl.testsite import Response, Site, SiteServer
-from trawl.urls import (
+from trawl.demo import Response, Site, SiteServer
+from trawl.extract.urls import (
     DEFAULT_RULES,
     DEFAULT_STRIP_PARAMS,
     NormalizeRules,
@@ -25,6 +24,7 @@ from trawl.urls import (
     session_token,
     url_hash,
 )
+from trawl.store.base import State
 
 BASE = "https://base.test/dir/page.html?q=1#f"
 

@@ -8,7 +8,7 @@ import time
 import pytest
 import uvloop
 
-from trawl.wakeup import Wakeup
+from trawl.crawl.wakeup import Wakeup
 
 
 async def test_a_raised_flag_returns_at_once_until_cleared() -> None:

@@ -30,15 +30,15 @@ import pytest
 import surt
 from warcio.archiveiterator import ArchiveIterator
 
-from trawl.cdxj import INDEX_SUFFIX, index_in_child, index_path
+from trawl.content.cdxj import INDEX_SUFFIX, index_in_child, index_path
+from trawl.content.warc import NOT_MODIFIED_PROFILE, PARTIAL, SUFFIX, WarcExchange, WarcWriter
+from trawl.demo import Response, Site, SiteServer
 from trawl.errors import TrawlError, UsageError
-from trawl.fetcher import exchange_of
-from trawl.http_client import HttpClient
-from trawl.netguard import AddressPolicy
-from trawl.resolver import GuardedResolver
+from trawl.fetch.client import HttpClient
+from trawl.fetch.fetcher import exchange_of
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import GuardedResolver
 from trawl.store.base import StorageKey
-from trawl.testsite import Response, Site, SiteServer
-from trawl.warc import NOT_MODIFIED_PROFILE, PARTIAL, SUFFIX, WarcExchange, WarcWriter
 
 WARCIO = Path(sys.executable).parent / "warcio"
 HOST = "warc.test"
@@ -353,7 +353,7 @@ async def test_writers_sharing_a_directory_never_collide(
 CHILD = """
 import asyncio, json, pickle, sys
 from pathlib import Path
-from trawl.warc import WarcWriter
+from trawl.content.warc import WarcWriter
 
 async def main() -> None:
     exchanges = pickle.loads(Path(sys.argv[1]).read_bytes())

@@ -14,18 +14,18 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from changing_site import Changing
 from conftest import CrawlRunner, loopback_fetcher
 from pg import URL as PG_URL
 from pg import crawl_name
-from trawl.cdxj import index_path
 from trawl.config import Freshness, RecrawlPass, Timeouts
-from trawl.parser import is_html
-from trawl.runner import WARC_DIR
+from trawl.content.cdxj import index_path
+from trawl.content.warc import NOT_MODIFIED_PROFILE, SUFFIX, WarcExchange, WarcWriter
+from trawl.crawl.runner import WARC_DIR
+from trawl.demo import Response, Site, SiteServer, canonical_url, generate_site, route_key
+from trawl.extract.parser import is_html
 from trawl.store.base import StorageKey
 from trawl.store.location import StoreLocation
-from trawl.testsite import Response, Site, SiteServer, canonical_url, generate_site, route_key
-from trawl.testsite.changing import Changing
-from trawl.warc import NOT_MODIFIED_PROFILE, SUFFIX, WarcExchange, WarcWriter
 
 __all__ = ["crawl_name"]
 

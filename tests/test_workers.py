@@ -27,10 +27,10 @@ from conftest import expected_hits, page_requests
 from pg import URL as PG_URL
 from pg import connect, crawl_name, drop_schema
 from test_crawl import peak_overlap
+from trawl.demo import Site, SiteServer, generate_site
+from trawl.demo.site import Route
 from trawl.store.base import STALE_COUNTER, ExportRow, State
 from trawl.store.location import StoreLocation
-from trawl.testsite import Site, SiteServer, generate_site
-from trawl.testsite.site import Route
 
 __all__ = ["crawl_name"]
 

@@ -1,5 +1,5 @@
 """``python -m trawl`` runs the command line."""
 
-from trawl.launch import main
+from trawl.cli.launch import main
 
 main()

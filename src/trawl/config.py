@@ -16,13 +16,13 @@ from pathlib import Path
 
 from trawl import __version__
 from trawl.errors import UsageError
-from trawl.links import DEFAULT_MAX_DEPTH
-from trawl.priority import DEFAULT_HORIZON
-from trawl.recrawl import RecrawlPolicy
-from trawl.retry import RetryPolicy
-from trawl.scope import ScopeMode
+from trawl.extract.links import DEFAULT_MAX_DEPTH
+from trawl.extract.scope import ScopeMode
+from trawl.extract.urls import DEFAULT_RULES, NormalizeRules
+from trawl.fetch.retry import RetryPolicy
+from trawl.freshness.recrawl import RecrawlPolicy
+from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.store.location import StoreLocation
-from trawl.urls import DEFAULT_RULES, NormalizeRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,10 +251,10 @@ class CrawlConfig:
     fresh: bool = False
     honour_nofollow: bool = True
     soft_404: bool = True
-    """Probe each host for an error page served with status 200 (trawl.soft404)."""
+    """Probe each host for an error page served with status 200 (trawl.extract.soft404)."""
     rng_seed: int | None = None
     leases: LeasePolicy = field(default_factory=LeasePolicy)
-    """This worker's name in the store and how it holds hosts (trawl.frontier)."""
+    """This worker's name in the store and how it holds hosts (trawl.frontier.queue)."""
     join: bool = False
     """Join a crawl that exists, under the policy stored with it (``trawl worker``)."""
     metrics_port: int | None = None

@@ -27,10 +27,10 @@ from trawl.config import (
     Politeness,
     Timeouts,
 )
-from trawl.logs import FORMATS, LEVELS
-from trawl.recrawl import RecrawlPolicy
-from trawl.retry import RetryPolicy
-from trawl.scope import ScopeMode
+from trawl.extract.scope import ScopeMode
+from trawl.fetch.retry import RetryPolicy
+from trawl.freshness.recrawl import RecrawlPolicy
+from trawl.ops.logs import FORMATS, LEVELS
 from trawl.store.location import DEFAULT_CRAWL
 
 

@@ -34,10 +34,10 @@ from trawl.config import (
     Timeouts,
 )
 from trawl.errors import StoreError
-from trawl.recrawl import RecrawlPolicy
-from trawl.retry import RetryPolicy
-from trawl.scope import ScopeMode
-from trawl.urls import NormalizeRules, Rejection, normalize
+from trawl.extract.scope import ScopeMode
+from trawl.extract.urls import NormalizeRules, Rejection, normalize
+from trawl.fetch.retry import RetryPolicy
+from trawl.freshness.recrawl import RecrawlPolicy
 
 POLICY_KEY = "policy"
 """The ``meta`` key the policy is stored under."""

@@ -29,11 +29,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from trawl.neardup import Blocks
-from trawl.urls import url_hash
+from trawl.content.neardup import Blocks
+from trawl.extract.urls import url_hash
 
 if TYPE_CHECKING:
-    from trawl.content import FetchedContent
+    from trawl.content.stage import FetchedContent
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,7 @@ class Listed(NamedTuple):
 class QueuedURL:
     """A URL claimed from the frontier, to be fetched, with what its last fetch left
     (all None for a URL never fetched): the validators for a conditional request, the
-    change hash and status to tell a change (trawl.recrawl), and the revisit interval."""
+    change hash and status to tell a change (trawl.freshness.recrawl), and the revisit interval."""
 
     id: int
     url: str
@@ -153,7 +153,7 @@ class Revalidation(enum.Enum):
     NOT_MODIFIED = "not_modified"
     """A 304 to a conditional GET: the stored answer stands."""
     UNCHANGED = "unchanged"
-    """A full answer that tells no change (trawl.recrawl.revisit)."""
+    """A full answer that tells no change (trawl.freshness.recrawl.revisit)."""
     CHANGED = "changed"
     """A full answer that tells a change."""
 
@@ -179,7 +179,7 @@ class Outcome:
     """SHA-256 (hex) of the page's main text, or of its body when it has no main text;
     set only when content is fingerprinted (``--text``, ``--events``)."""
     simhash: int | None = None
-    """Signed 64-bit SimHash of the main text (trawl.text), when it has one."""
+    """Signed 64-bit SimHash of the main text (trawl.content.text), when it has one."""
     storage: StorageKey | None = None
     """Where the fetch was archived (``--warc``)."""
     elapsed: float | None = None
@@ -189,9 +189,9 @@ class Outcome:
     """The response's validators, sent back on the next fetch (None: keep the stored)."""
     revisit_interval: float | None = None
     due_at: float | None = None
-    """The page's revisit interval and when it is due again (trawl.recrawl)."""
+    """The page's revisit interval and when it is due again (trawl.freshness.recrawl)."""
     change_hash: int | None = None
-    """What tells a change at the next fetch (trawl.recrawl; None: keep the stored)."""
+    """What tells a change at the next fetch (trawl.freshness.recrawl; None: keep the stored)."""
     revalidation: Revalidation | None = None
     """What a recrawl's answer found, stored with ``fetched_at`` as the URL's
     ``revalidated_at`` (None: a first fetch, a retry or a failure, which keep the stored
@@ -223,7 +223,7 @@ class Outcome:
 class Duplicates:
     """What the content stage decided about one fingerprinted page: the url_id of the
     first page with the same content hash, and of the earliest page within
-    :data:`~trawl.text.NEAR_DUPLICATE_BITS` bits of its SimHash (None: no such page)."""
+    :data:`~trawl.content.text.NEAR_DUPLICATE_BITS` bits of its SimHash (None: no such page)."""
 
     url_id: int
     duplicate_of: int | None
@@ -299,7 +299,7 @@ class CommitBatch:
     keeps both or neither (the page is then fetched again and rediscovers them).
 
     A batch made under a host's lease carries its ``fence``. Merged into a larger batch
-    (trawl.committer.merge), a fenced part keeps its outcomes, host updates and counters
+    (trawl.crawl.commit.merge), a fenced part keeps its outcomes, host updates and counters
     apart in ``fenced``; the store applies them only if the host's lease is still
     at that generation (:func:`settle_fences`). Its links always go in: they are real
     links whatever became of the lease, and inserting them is idempotent.
@@ -310,12 +310,12 @@ class CommitBatch:
     hosts: list[HostUpdate] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     content: list[FetchedContent] = field(default_factory=list)
-    """Fingerprinted pages, for the content stage (trawl.content) before the commit."""
+    """Fingerprinted pages, for the content stage (trawl.content.stage) before the commit."""
     duplicates: list[Duplicates] = field(default_factory=list)
     """The content stage's decisions, written with the outcomes."""
     owners: list[tuple[str, int]] = field(default_factory=list)
     """Content hashes handed to a new owner, (content hash, url id): the page an earlier
-    owner names as its canonical (trawl.content)."""
+    owner names as its canonical (trawl.content.stage)."""
     releases: list[Release] = field(default_factory=list)
     """Leased hosts given back, after the rest of the batch; each release holds only if
     the host's lease is still at the release's generation."""
@@ -325,14 +325,14 @@ class CommitBatch:
     """Sitemap entries among ``new_urls``, by URL id: inserted with their kind and the
     sitemap's priority (a plain link is a page of the default priority)."""
     inlinks: list[tuple[int, int]] = field(default_factory=list)
-    """In-link levels reached, (url id, level) (trawl.inlinks): a URL below its level
+    """In-link levels reached, (url id, level) (trawl.frontier.inlinks): a URL below its level
     gains priority, and rank if it is queued."""
     lastmods: list[tuple[int, float]] = field(default_factory=list)
     """Sitemap change hints, (url id, lastmod): a page fetched before its lastmod is due
     at once."""
     shallower: list[tuple[int, int]] = field(default_factory=list)
     """Known URLs found again, (url id, depth), that may be stored deeper (the seen-set's
-    depth sketch, trawl.seen): one not fetched yet (QUEUED, PARKED, or CLAIMED: handed
+    depth sketch, trawl.frontier.seen): one not fetched yet (QUEUED, PARKED, or CLAIMED: handed
     out to a worker's buffer) and stored deeper takes the smaller depth, with the
     priority of that depth and, while queued, its queue rank, after the batch's new URLs
     are inserted. A URL already answered keeps its depth: its links were followed from
@@ -500,7 +500,7 @@ class ExportRow:
     """The URL of the first page with the same content hash (None: none, or content not
     fingerprinted)."""
     near_duplicate_of: str | None = None
-    """The URL of the earliest page within a few bits of its SimHash (trawl.neardup)."""
+    """The URL of the earliest page within a few bits of its SimHash (trawl.content.neardup)."""
     alias_of: str | None = None
     """The known URL its ``<link rel=canonical>`` names, when that is another URL."""
     canonical: str | None = None
@@ -632,7 +632,7 @@ class Store(Protocol):
         self, wanted: Mapping[int, int], now: float, worker: str | None = None
     ) -> Sequence[QueuedURL]:
         """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, lowest
-        queue rank first (trawl.priority).
+        queue rank first (trawl.frontier.priority).
 
         With ``worker``, only hosts leased to that worker and not expired get any.
 
@@ -692,7 +692,7 @@ class Store(Protocol):
 
     async def simhash_candidates(self, blocks: Blocks) -> list[tuple[int, int]]:
         """``(url_id, simhash)`` of every indexed page sharing a block with ``blocks``
-        (see trawl.neardup), each once, earliest indexed first."""
+        (see trawl.content.neardup), each once, earliest indexed first."""
         ...
 
     async def soft404(self, host_id: int) -> Soft404Record | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trawl.errors import UsageError
-from trawl.priority import DEFAULT_HORIZON
+from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.store.base import Store
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 

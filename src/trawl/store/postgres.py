@@ -29,9 +29,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
+from trawl.content.neardup import Blocks
 from trawl.errors import StoreError
-from trawl.neardup import Blocks
-from trawl.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
+from trawl.frontier.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
     CLAIM_COLUMNS,
@@ -396,7 +396,7 @@ FROM raised WHERE urls.id = raised.id
 RETURNING urls.host_id, urls.id, urls.depth, urls.state
 """
 """A URL not fetched yet found at a smaller depth takes it, with the priority of that
-depth (trawl.priority) and, while queued, the rank that priority gives (its parameters:
+depth (trawl.frontier.priority) and, while queued, the rank that priority gives (its parameters:
 the ids and depths, each id once, and the horizon). Returns the rows it changed."""
 _LASTMODS = """
 WITH l AS (
@@ -496,7 +496,7 @@ class PostgresStore(AsyncResource):
     """Store engine on a PostgreSQL database, in ``schema`` (None: the server's default).
 
     ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded);
-    ``horizon`` is the queue time the priority range is worth (trawl.priority).
+    ``horizon`` is the queue time the priority range is worth (trawl.frontier.priority).
     A ``readonly`` store neither creates nor migrates anything. Any number of processes
     may open one store: they share its hosts through leases.
     """

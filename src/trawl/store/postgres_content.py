@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from trawl.neardup import Blocks, blocks
+from trawl.content.neardup import Blocks, blocks
 from trawl.store.base import CommitBatch, content_rows, version_row
 
 _OWNERS = "SELECT content_hash, url_id FROM content_owners WHERE content_hash = ANY(%s::text[])"

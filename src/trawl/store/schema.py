@@ -4,7 +4,7 @@ Migrations are numbered; ``meta.schema_version`` records the last one applied, s
 older crawl directory is upgraded in place when a newer trawl opens it. A migration is
 never edited once released: a change is a new migration appended to the list.
 
-Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.urls.url_hash).
+Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.extract.urls.url_hash).
 In PostgreSQL it is the primary key, so the key is the exact insert-if-absent check. In
 SQLite, from migration 10, ``urls`` is keyed by ``seq``, the order rows were stored in,
 and ids lead to rows through the id index of trawl.store.sqlite_ids: a large table of
@@ -24,7 +24,7 @@ per URL, the fingerprints of its latest content (``content_hash``, ``simhash``),
 page it duplicates exactly or nearly, the known URL its ``<link rel=canonical>`` names
 (``alias_of``), and ``origin``, the first URL of the redirect chain that led to it; the
 table of the owners of each content hash; the four-block SimHash index
-(trawl.neardup); and ``versions``, one row per fetch whose content was fingerprinted or
+(trawl.content.neardup); and ``versions``, one row per fetch whose content was fingerprinted or
 archived, keyed by URL hash and fetch time, so versions are added and never overwritten.
 
 Migration 4 adds the address a host resolved to, so that workers sharing a crawl never
@@ -34,14 +34,15 @@ Migration 5 adds per-host figures for the dashboard: URLs robots.txt blocked (co
 from ``urls`` for an older crawl), and answered requests with their summed response
 time (from then on).
 
-Migration 6 is for freshness (trawl.recrawl, trawl.priority, trawl.sitemaps): a URL's
+Migration 6 is for freshness (trawl.freshness.recrawl, trawl.frontier.priority,
+trawl.freshness.sitemap_parser): a URL's
 ``kind`` (0 a page, 1 a sitemap), its ``priority`` and queue ``rank`` (the frontier's
 partial index now orders each host's QUEUED rows by rank instead of depth; rows queued
 before it keep their depth as rank, so they come first), the response's validators
 (``etag``, ``last_modified``) for conditional requests, the page's ``revisit_interval``
 and ``due_at`` (when it is due again; a partial index over DONE and FAILED rows finds
 the due ones), ``lastmod``, the latest change time a sitemap gave, ``inlink_level``, the
-in-link level its priority includes (trawl.inlinks), and ``change_hash``, which tells
+in-link level its priority includes (trawl.frontier.inlinks), and ``change_hash``, which tells
 whether the next fetch found the page changed. Pages fetched before it
 are due one initial interval (a day) after their fetch.
 

@@ -24,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from trawl.content.neardup import Blocks
 from trawl.errors import StoreError
-from trawl.neardup import Blocks
-from trawl.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
+from trawl.frontier.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
 from trawl.store.base import (
     DISCOVERY_BUDGET_COUNTER,
@@ -100,7 +100,7 @@ class SQLiteStore(AsyncResource):
 
     ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
     ``wal_limit`` bounds the write-ahead log file (trawl.store.checkpoint); ``horizon``
-    is the queue time the priority range is worth (trawl.priority); ``inbox_limit`` is
+    is the queue time the priority range is worth (trawl.frontier.priority); ``inbox_limit`` is
     how many ids the id index's inbox gathers before a merge (trawl.store.sqlite_ids).
 
     A ``readonly`` store changes nothing, and reads a crawl in a directory it may not
@@ -840,7 +840,7 @@ _RAISE_INLINKS = (
     f"rank = rank - CASE WHEN state = 0 THEN {LEVEL_STEP} * (?1 - inlink_level) * ?2 ELSE 0 END, "
     f"inlink_level = ?1 WHERE seq = {row_of('?3')} AND inlink_level < ?1"
 )
-"""A URL gains ``LEVEL_STEP`` of priority per in-link level it reached (trawl.inlinks)."""
+"""A URL gains ``LEVEL_STEP`` of priority per in-link level it reached (trawl.frontier.inlinks)."""
 _SHALLOWER = (
     f"UPDATE urls SET depth = ?1, priority = MIN(1.0, priority + {DEPTH_WEIGHT} / (1.0 + ?1) "
     f"- {DEPTH_WEIGHT} / (1.0 + depth)), rank = rank - CASE WHEN state = 0 THEN (MIN(1.0, "
@@ -848,7 +848,7 @@ _SHALLOWER = (
     f"* ?2 ELSE 0 END WHERE seq = {row_of('?3')} AND depth > ?1 AND state IN (0, 1, 5)"
 )
 """A URL not fetched yet found at a smaller depth takes it, with the priority of that
-depth (trawl.priority) and, while queued, the rank that priority gives."""
+depth (trawl.frontier.priority) and, while queued, the rank that priority gives."""
 _HANDED_OUT = (
     "SELECT u.host_id, k.id, u.depth FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
     "WHERE u.state = 1 AND k.id IN"
@@ -879,7 +879,7 @@ def _insert_urls(
     listed: Mapping[int, Listed],
 ) -> None:
     """Insert new URLs, each with its host's id, queued at ``queued_at`` (their rank,
-    trawl.priority). ``urls`` are URLs the store does not hold, each once
+    trawl.frontier.priority). ``urls`` are URLs the store does not hold, each once
     (:func:`_unstored`).
 
     One statement for the whole commit, not one a host: a commit's new URLs belong to

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from trawl.neardup import Blocks, blocks
+from trawl.content.neardup import Blocks, blocks
 from trawl.store.base import CommitBatch, content_rows, version_row
 from trawl.store.sqlite_ids import row_of
 

@@ -1,0 +1,170 @@
+"""The clean text of an HTML page, and the two fingerprints that find its duplicates.
+
+:func:`extract_text` decodes a page as a browser would (byte-order mark, then the HTTP
+charset, then ``<meta>``, then UTF-8), keeps its main text with trafilatura, which leaves
+out navigation, cookie notices, sidebars, comments, scripts and the like (why trafilatura:
+docs/ARCHITECTURE.md, "Clean text"), and normalises its whitespace: one paragraph a line,
+runs of spaces and tabs as one space, no empty lines, Unicode in NFC form.
+
+Two fingerprints are taken of that normalised text:
+
+- ``content_hash``, the SHA-256 of its UTF-8 bytes in hex: equal texts, equal hashes.
+  Two pages differing only in their navigation, footer or adverts have the same main text
+  and so the same hash.
+- ``simhash``, a 64-bit SimHash (Charikar) over word 3-shingles: the text is cut into
+  lower-case words (``\\w+``), every run of three consecutive words is a feature (a text
+  of one or two words is one feature), each distinct feature is hashed with BLAKE2b to 64
+  bits and votes on each bit, and a bit of the result is set when more than half of the
+  features have it set. Texts that share most of their shingles get hashes a few bits
+  apart; :data:`NEAR_DUPLICATE_BITS` is the distance up to which two pages count as
+  near-duplicates (trawl.content.neardup finds them).
+
+Numbers are masked before shingling: a word made only of digits becomes ``0``, so a page
+whose date, visit counter or price changes keeps its SimHash (its content hash still
+changes). Without this, changing the time in one "Updated ..." line moved the hashes of
+the hand-checked texts (95 to 500 words) by 2 to 7 bits on average, past the
+near-duplicate margin in 12 to 98% of cases (``python -m bench.text_quality``).
+
+The 64 bits are bit ``i`` = bit ``i mod 8`` of byte ``i // 8`` of the vote, i.e. the
+digests read as little-endian integers. The hash is returned as a signed 64-bit integer
+(two's complement, -2**63 .. 2**63-1) so it fits an SQLite INTEGER column as it is;
+``value & 0xFFFF_FFFF_FFFF_FFFF`` gives the unsigned form. :func:`hamming` accepts
+either form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from trawl.content.simhash import NEAR_DUPLICATE_BITS, hamming
+from trawl.content.simhash import simhash as simhash_of
+from trawl.extract.parser import decode_body
+
+__all__ = [
+    "NEAR_DUPLICATE_BITS",
+    "SHINGLE_WORDS",
+    "PageText",
+    "content_hash",
+    "decode_html",
+    "extract_text",
+    "hamming",
+    "normalise",
+    "simhash",
+]
+
+SHINGLE_WORDS = 3
+"""Words per SimHash feature."""
+
+_WORD = re.compile(r"\w+")
+_SPACES = re.compile(r"[^\S\n]+")
+_LANGUAGE = re.compile(r"[a-z]{2,3}")
+_SUBTAG_END = re.compile(r"[-_,;\s]")
+
+
+@dataclass(frozen=True, slots=True)
+class PageText:
+    """The main text of a page and what identifies it.
+
+    ``title`` is the page's ``<title>``; ``language`` the primary subtag of its declared
+    language (``<html lang>``, else ``<meta http-equiv="content-language">``), lower
+    case, such as ``en``; both None when the page does not say.
+    """
+
+    title: str | None
+    language: str | None
+    text: str
+    content_hash: str
+    simhash: int
+
+
+def decode_html(body: bytes, charset: str | None) -> str:
+    """The text of an HTML body; ``charset`` is the Content-Type charset, if any.
+
+    Authority as in the HTML standard: byte-order mark, then ``charset``, then a
+    ``<meta>`` declaration, then UTF-8. Undecodable bytes become U+FFFD.
+    """
+    decoded = decode_body(body, charset)
+    return decoded if isinstance(decoded, str) else decoded.decode("utf-8", "replace")
+
+
+def normalise(text: str) -> str:
+    """``text`` in NFC, one non-empty line per paragraph, single spaces within a line."""
+    lines = (
+        _SPACES.sub(" ", line).strip() for line in unicodedata.normalize("NFC", text).split("\n")
+    )
+    return "\n".join(line for line in lines if line)
+
+
+def content_hash(text: str) -> str:
+    """The SHA-256 of the normalised ``text``, in hex."""
+    return hashlib.sha256(normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _features(text: str) -> set[str]:
+    """The distinct word 3-shingles of ``text``, numbers masked."""
+    words = ["0" if word.isdigit() else word for word in _WORD.findall(text.lower())]
+    if len(words) <= SHINGLE_WORDS:
+        return {" ".join(words)} if words else set()
+    runs = zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False)
+    return set(map(" ".join, runs))
+
+
+def simhash(text: str) -> int:
+    """The signed 64-bit SimHash of ``text``'s word 3-shingles; 0 for a text without words."""
+    return simhash_of(_features(text))
+
+
+class _Element(Protocol):
+    """The part of an lxml element read here (lxml ships no type information)."""
+
+    def get(self, key: str, default: str | None = None) -> str | None: ...
+    def findtext(self, path: str) -> str | None: ...
+    def iterfind(self, path: str) -> Iterator[_Element]: ...
+
+
+def _title(tree: _Element) -> str | None:
+    title = " ".join((tree.findtext(".//title") or "").split())
+    return title or None
+
+
+def _language(tree: _Element) -> str | None:
+    declared = tree.get("lang") or ""
+    if not declared:
+        for meta in tree.iterfind(".//meta[@http-equiv]"):
+            if (meta.get("http-equiv") or "").lower() == "content-language":
+                declared = meta.get("content") or ""
+                break
+    primary = _SUBTAG_END.split(declared.strip(), maxsplit=1)[0].lower()
+    return primary if _LANGUAGE.fullmatch(primary) else None
+
+
+def extract_text(body: bytes, url: str, charset: str | None) -> PageText | None:
+    """The main text of the HTML page ``body`` fetched from ``url``; None when it has none.
+
+    ``charset`` is the Content-Type charset parameter, if the response had one. Never
+    raises, whatever the bytes.
+    """
+    # Imported on first use: trafilatura adds 0.13 s and 25 MB to a process, which the
+    # crawl process and crawls without --text or --events need not pay.
+    import trafilatura
+
+    tree = trafilatura.load_html(decode_html(body, charset))
+    if tree is None:
+        return None
+    title, language = _title(tree), _language(tree)
+    found = trafilatura.extract(tree, url=url, include_comments=False, favor_recall=True)
+    text = normalise(found or "")
+    if not text:
+        return None
+    return PageText(
+        title=title,
+        language=language,
+        text=text,
+        content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        simhash=simhash(text),
+    )

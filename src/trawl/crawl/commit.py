@@ -1,0 +1,145 @@
+"""The commit stage: outcomes and their discovered links reach the store together.
+
+Workers hand in one small :class:`CommitBatch` per page (its outcome, its links, host
+state, counters). The committer merges whatever has arrived into one transaction, sends
+the links through the seen-set, and commits. A page's outcome and its links are always in
+the same transaction (the outbox rule), so a kill -9 at any moment either keeps both or
+neither; in the second case the page is still CLAIMED and is fetched again on resume.
+
+Batching many pages per transaction is what keeps the store cheap. Batches form on
+their own (group commit): whatever arrived while the previous transaction ran goes into
+the next one, up to ``max_batch`` pages; ``linger`` adds a short wait before each
+transaction so that pages trickling in one by one (a politeness delay spacing them out)
+still share one. The wait ends early once ``hurry`` pages are waiting: a page holds its
+crawl slot until it is committed, so lingering with half the slots waiting would leave
+the dispatcher with none to fetch in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from trawl.content.stage import ContentStage
+from trawl.frontier.inlinks import InlinkCounter
+from trawl.frontier.seen import SeenSet
+from trawl.store.base import CommitBatch, CommitResult, Store
+
+OnCommit = Callable[[CommitResult], None]
+
+
+def merge(into: CommitBatch, part: CommitBatch) -> None:
+    """Append ``part`` to ``into``; a fenced part's own writes stay apart in
+    ``into.fenced`` for the store to check against the host's lease."""
+    into.new_urls.extend(part.new_urls)
+    into.listed.update(part.listed)
+    into.lastmods.extend(part.lastmods)
+    into.content.extend(part.content)
+    into.releases.extend(part.releases)
+    if part.fence is not None:
+        into.fenced.append(
+            CommitBatch(
+                outcomes=part.outcomes, hosts=part.hosts, counters=part.counters, fence=part.fence
+            )
+        )
+        return
+    into.outcomes.extend(part.outcomes)
+    into.hosts.extend(part.hosts)
+    for name, value in part.counters.items():
+        into.count(name, value)
+
+
+class Committer:
+    """Single writer that batches page results into store transactions."""
+
+    def __init__(
+        self,
+        store: Store,
+        seen: SeenSet,
+        on_commit: OnCommit,
+        *,
+        max_batch: int = 256,
+        linger: float = 0.0,
+        hurry: int | None = None,
+        content: ContentStage | None = None,
+        on_store: Callable[[float], None] | None = None,
+    ) -> None:
+        """``hurry`` (default ``max_batch``) is how many waiting pages end a linger;
+        ``on_store`` hears how long each store transaction took (seconds)."""
+        self._on_store = on_store
+        self._store = store
+        self._content = content
+        self._seen = seen
+        self._inlinks = InlinkCounter()
+        self._on_commit = on_commit
+        self._max_batch = max_batch
+        self._linger = linger
+        self._hurry = min(max_batch, hurry or max_batch)
+        self._enough = asyncio.Event()
+        self._queue: asyncio.Queue[CommitBatch | None] = asyncio.Queue(maxsize=4 * max_batch)
+        self.pending = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    async def submit(self, part: CommitBatch) -> None:
+        """Hand in one page's results (waits when the committer is behind)."""
+        self.pending += 1
+        self._drained.clear()
+        await self._queue.put(part)
+        if self._queue.qsize() >= self._hurry - 1:
+            self._enough.set()
+
+    async def wait_drained(self) -> None:
+        """Wait until everything submitted so far is committed."""
+        await self._drained.wait()
+
+    async def close(self) -> None:
+        """Ask :meth:`run` to commit what it has and return."""
+        await self._queue.put(None)
+
+    async def run(self) -> None:
+        """Commit batches until :meth:`close`."""
+        closing = False
+        while not closing:
+            first = await self._queue.get()
+            if first is None:
+                return
+            if self._linger > 0 and self._queue.qsize() < self._hurry - 1:
+                self._enough.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._linger):
+                        await self._enough.wait()
+            batch = CommitBatch()
+            merge(batch, first)
+            parts = 1
+            while parts < self._max_batch and not self._queue.empty():
+                part = self._queue.get_nowait()
+                if part is None:
+                    closing = True
+                    break
+                merge(batch, part)
+                parts += 1
+            await self._commit(batch)
+            self.pending -= parts
+            if self.pending == 0:
+                self._drained.set()
+
+    async def _commit(self, batch: CommitBatch) -> None:
+        if batch.new_urls:
+            batch.inlinks = self._inlinks.observe(batch.new_urls)
+            verdict = await self._seen.filter_new(batch.new_urls)
+            batch.new_urls = verdict.new
+            batch.shallower = verdict.shallower
+            batch.count("duplicates", verdict.duplicates)
+            batch.count("hash_collisions", verdict.collisions)
+        if batch.content and self._content is not None:
+            # Outputs are flushed before the commit: a kill in between repeats them on
+            # resume (at least once), never loses them.
+            await self._content.process(batch)
+        started = time.perf_counter()
+        result = await self._store.commit(batch)
+        if self._on_store is not None:
+            self._on_store(time.perf_counter() - started)
+        self._on_commit(result)

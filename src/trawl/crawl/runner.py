@@ -1,0 +1,368 @@
+"""Assembles a crawl from its configuration and runs it with signals and progress.
+
+``build_engine`` is the one place where the stages get their dependencies. ``run_crawl``
+adds what a command-line run needs around it: an exclusive lock on the data dir, its
+progress (the live line on a terminal, else a stats line every ``stats_interval``
+seconds: trawl.ops.progress), and graceful SIGINT/SIGTERM handling from the moment it
+starts (first signal: stop taking new work, let in-flight fetches finish and commit;
+second signal: cancel now; claimed URLs are returned to the queue on the next start
+either way). An interrupted run says on stderr that the same command resumes it.
+
+A run checks what it can before it makes the data dir (the seeds, the lease length), so
+that a refused command leaves nothing behind. ``--fresh`` starts every output over: the
+store, the data dir's ``text/`` and ``warc/`` files and the ``--events`` file. Without
+it, a run resumes the stored crawl only if it names the same seeds and scope
+(:func:`trawl.policy.other_crawl`), and gives the URLs refused for their address another
+go when the networks it may fetch from changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import uvloop
+from rich.console import Console
+
+from trawl.cli.launch import INTERRUPTED
+from trawl.config import CrawlConfig
+from trawl.content.events import EventWriter
+from trawl.content.stage import ContentStage
+from trawl.content.text_files import TextWriter
+from trawl.content.warc import WarcWriter
+from trawl.crawl.engine import RUN_STARTED_KEY, Crawler, seeds_of, store_figures
+from trawl.crawl.gc_tuning import young_gc_threshold
+from trawl.errors import CrawlInterrupted, StoreError, UsageError
+from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
+from trawl.fetch.fetcher import Fetcher, FetchError
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
+from trawl.ops.progress import log_stats, show_progress
+from trawl.ops.summary import Summary
+from trawl.policy import NETWORKS_KEY, POLICY_KEY, networks_json, other_crawl, with_policy
+from trawl.politeness.robots_parser import agent_token
+from trawl.store.base import Store
+from trawl.store.location import StoreLocation
+
+WARC_DIR = "warc"
+"""Where ``--warc`` files go, inside the data dir."""
+TEXT_DIR = "text"
+"""Where ``--text`` files go, inside the data dir."""
+
+LOCK_NAME = "crawl.lock"
+
+log = logging.getLogger("trawl.crawl.runner")
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the data dir so two crawls never share one store.
+
+    A run refused as bad usage (:class:`UsageError`) under the lock removes the data dir
+    if it made it: what it wrote there is nothing but the start of a crawl it refused.
+    """
+    made = not data_dir.exists()
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        handle = (data_dir / LOCK_NAME).open("a")
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise UsageError(f"--data-dir {data_dir} is a file, not a directory") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot use data dir {data_dir}: {exc.strerror}") from exc
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise UsageError(f"another trawl is already crawling in {data_dir}") from exc
+        try:
+            yield
+        except UsageError:
+            if made:
+                shutil.rmtree(data_dir, ignore_errors=True)
+            raise
+
+
+@contextlib.asynccontextmanager
+async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncIterator[Crawler]:
+    """Open the store, fetcher and extract workers for ``config``; wire a crawler over them.
+
+    ``resuming``: the store is checked first as a command-line crawl checks it
+    (:func:`_check_stored`)."""
+    settings = ExtractSettings(
+        seeds=seeds_of(config),
+        scope=config.scope,
+        rules=config.url_rules,
+        agent=agent_token(config.user_agent),
+        honour_nofollow=config.honour_nofollow,
+        max_links=config.limits.max_links,
+        max_depth=config.limits.max_depth,
+        content=config.content,
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        # First, so that the workers load their code while the store opens.
+        extract = await stack.enter_async_context(
+            ExtractPool(settings, parse_workers(config.parse_workers, content=config.content))
+        )
+        store = await stack.enter_async_context(
+            config.location.open(
+                page_budget=config.limits.max_pages_per_host,
+                discovery_budget=config.limits.discovery_budget,
+                horizon=config.freshness.horizon,
+            )
+        )
+        if resuming:
+            await _check_stored(store, config)
+        recorder = None
+        if config.warc:
+            recorder = await stack.enter_async_context(
+                WarcWriter(
+                    config.data_dir / WARC_DIR,
+                    max_size=config.warc_max_size,
+                    info={"http-header-user-agent": config.user_agent},
+                )
+            )
+        fetcher = await stack.enter_async_context(
+            Fetcher(
+                user_agent=config.user_agent,
+                timeouts=config.timeouts,
+                max_body=config.limits.max_body,
+                concurrency=config.concurrency,
+                resolver=GuardedResolver(
+                    AddressPolicy(config.allow_networks),
+                    overrides=config.resolve,
+                    hosts=HostsFile.read(config.hosts_file),
+                    backend=AiodnsBackend(config.nameservers),
+                ),
+                recorder=recorder,
+            )
+        )
+        content = None
+        if config.content:
+            text = None
+            if config.text:
+                text = stack.enter_context(TextWriter(config.data_dir / TEXT_DIR))
+            events = stack.enter_context(EventWriter(config.events)) if config.events else None
+            content = ContentStage(
+                store,
+                text=text,
+                events=events,
+                near_duplicates_in_text=config.text_near_duplicates,
+            )
+        metrics = None
+        if config.metrics_port is not None:
+            from trawl.ops.metrics import CrawlMetrics, MetricsServer
+
+            metrics = CrawlMetrics()
+            stack.enter_context(MetricsServer(metrics, config.metrics_port))
+        yield Crawler(config, store, fetcher, extract, content=content, metrics=metrics)
+
+
+async def _check_stored(store: Store, config: CrawlConfig) -> None:
+    """Refuse to resume a stored crawl of other seeds or another scope than ``config``'s;
+    queue again the URLs refused for their address when the networks ``config`` may
+    fetch from are not the ones the last run had (they are checked again when fetched)."""
+    stored = await store.get_meta(POLICY_KEY)
+    if stored is not None:
+        other = other_crawl(config, stored)
+        if other is not None:
+            raise UsageError(_other_crawl_message(config.location, other))
+    networks = networks_json(config)
+    if await store.get_meta(NETWORKS_KEY) != networks:
+        moved = await store.requeue_failed(FetchError.BLOCKED_ADDRESS.value)
+        await store.set_meta(NETWORKS_KEY, networks)
+        if moved:
+            log.info(
+                "queued again %d URLs refused for their address: the allowed networks "
+                "changed", moved, extra={"requeued": moved},
+            )  # fmt: skip
+
+
+def _other_crawl_message(location: StoreLocation, other: str) -> str:
+    """The refusal of a run whose seeds or scope are not those of ``other``, the crawl
+    stored at ``location``."""
+    if location.dsn is None:
+        return (
+            f"{location.data_dir} holds a crawl of {other}; run with --fresh to start over "
+            "there, or --data-dir DIR for a new crawl"
+        )
+    return (
+        f"crawl {location.crawl!r} of the --store database is a crawl of {other}; run with "
+        "--fresh to start it over, or --crawl NAME (and --data-dir DIR) for a new crawl"
+    )
+
+
+async def _start_over(config: CrawlConfig) -> None:
+    """``--fresh``: delete the stored crawl and the outputs of its runs."""
+    await config.location.remove()
+    for name in (TEXT_DIR, WARC_DIR):
+        try:
+            shutil.rmtree(config.data_dir / name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot empty {config.data_dir / name}: {exc.strerror}") from exc
+    if config.events is not None:
+        try:
+            os.truncate(config.events, 0)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise UsageError(f"cannot empty --events {config.events}: {exc.strerror}") from exc
+
+
+async def _joined(config: CrawlConfig) -> CrawlConfig:
+    """A worker's ``config`` under the policy stored with the crawl it joins."""
+    async with config.location.open(readonly=True) as store:
+        stored = await store.get_meta(POLICY_KEY)
+    if stored is None:
+        raise UsageError("that crawl has no stored policy: start it with trawl crawl --store")
+    return with_policy(config, stored)
+
+
+class _Signals:
+    """SIGINT and SIGTERM while a crawl runs: the first stops the crawler gracefully
+    (or, before there is one, cancels the run), the next ones cancel the run."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, task: asyncio.Task[Summary]) -> None:
+        self.crawler: Crawler | None = None
+        self._task = task
+        self._count = 0
+
+    def _on_signal(self) -> None:
+        self._count += 1
+        if self._count == 1 and self.crawler is not None:
+            self.crawler.stop()
+        else:
+            self._task.cancel()
+
+    @contextlib.contextmanager
+    def handled(self, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        """Handle the signals in ``loop`` meanwhile; then put back the handlers before."""
+        before = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+        for sig in self.SIGNALS:
+            loop.add_signal_handler(sig, self._on_signal)
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                loop.remove_signal_handler(sig)
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+
+async def _show(crawler: Crawler, console: Console | None, stats_interval: float) -> None:
+    """The crawl's progress: live on a terminal, else a stats line now and then."""
+    if console is not None and console.is_terminal:
+        await show_progress(crawler.progress, console)
+    elif stats_interval > 0:
+        await log_stats(crawler.progress, stats_interval)
+
+
+async def _crawl(
+    config: CrawlConfig, console: Console | None, stats_interval: float, signals: _Signals
+) -> Summary:
+    if config.fresh:
+        await _start_over(config)
+    if config.join:
+        config = await _joined(config)
+    config.check_leases()
+    async with build_engine(config, resuming=not config.join) as crawler:
+        signals.crawler = crawler
+        display = asyncio.create_task(_show(crawler, console, stats_interval))
+        try:
+            return await crawler.run()
+        finally:
+            display.cancel()
+            # Waited for without raising, so that a cancellation of this run is kept.
+            await asyncio.wait([display])
+            error = None if display.cancelled() else display.exception()
+            if error is not None:
+                raise error
+
+
+async def _run(config: CrawlConfig, console: Console | None, stats_interval: float) -> Summary:
+    task = asyncio.current_task()
+    assert task is not None
+    signals = _Signals(task)
+    with signals.handled(asyncio.get_running_loop()):
+        try:
+            summary = await _crawl(config, console, stats_interval, signals)
+        except asyncio.CancelledError as exc:
+            raise CrawlInterrupted("crawl cancelled; run the same command to resume") from exc
+    if summary.state == "interrupted":
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+    return summary
+
+
+def run_crawl(
+    config: CrawlConfig, console: Console | None = None, *, stats_interval: float = 60.0
+) -> Summary:
+    """Run (or resume) the crawl in ``config.data_dir``; block until it ends.
+
+    Its progress shows live on ``console`` if that is a terminal; otherwise a stats
+    line is logged every ``stats_interval`` seconds (0: never).
+    """
+    if not config.join:
+        seeds_of(config)
+        config.check_leases()
+    with (
+        data_dir_lock(config.data_dir),
+        young_gc_threshold(),
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        return runner.run(_run(config, console, stats_interval))
+
+
+def crawl_running(data_dir: Path) -> bool:
+    """True while a trawl process holds the data dir's lock."""
+    try:
+        handle = (data_dir / LOCK_NAME).open("r")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+
+
+async def read_summary(location: StoreLocation) -> Summary:
+    """The summary of the crawl at ``location`` (works while another process crawls).
+
+    ``elapsed`` is the crawl time summed over all runs, the current one included while
+    it runs; ``queued`` counts the URLs waiting to be fetched, those a running crawl holds
+    in memory or in flight included. A crawl whose last run died without recording its
+    end (kill -9, power loss) shows as stopped and resumable. The store is read through
+    first: figures from a store that a crawl or an export would reject as damaged are
+    never shown.
+    """
+    async with location.open(readonly=True, checked=True) as store:
+        figures, _ = await store_figures(store)
+        state = await store.get_meta("state") or "new"
+        elapsed = float(await store.get_meta("elapsed") or 0.0)
+        started = await store.get_meta(RUN_STARTED_KEY)
+    if state == "running":
+        if not await _still_running(location):
+            state = "stopped (resumable)"
+        elif started is not None:
+            elapsed += max(0.0, time.time() - float(started))
+    return Summary.from_counters(figures, state=state, elapsed=elapsed)
+
+
+async def _still_running(location: StoreLocation) -> bool:
+    """Whether a trawl process is crawling at ``location`` now."""
+    if location.dsn is None:
+        return crawl_running(location.data_dir)
+    return await location.leased()

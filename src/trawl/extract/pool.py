@@ -1,0 +1,554 @@
+"""The extract stage: a fetched HTML page in, its canonical URL and link candidates out.
+
+It joins the parser and the URL filter, the two most CPU-hungry steps of a crawl, into
+one pure function of the page, so it can run in a worker process on another core.
+``ExtractPool`` runs it there (``workers`` >= 1) or in the crawl's own process
+(``workers`` = 0). A worker is a plain child process fed through its standard input and
+answering on its standard output (length-prefixed pickles, answers in order; a page's
+body follows its job as a raw length-prefixed frame, so it is never copied into a
+pickle; an answer crosses as plain tuples, which pickle and load several times faster
+than the dataclass and named tuples they stand for). Workers run in a session of their
+own and ignore SIGINT and SIGTERM (the crawl process decides how to stop: a Ctrl-C at the
+terminal reaches it alone), and exit at end of input, which comes when the crawl closes
+the pipe or dies, even by kill -9: nothing is left behind. A worker's standard error is
+read by the crawl, which keeps its last lines to say why a worker stopped. A worker that
+dies mid-crawl is replaced and only the page it held fails (:class:`ExtractFailed`); one
+that cannot start, dies before answering any page, or keeps dying fails the crawl with
+one line saying why (:class:`WorkerStopped`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import hashlib
+import logging
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from trawl.config import ScopeConfig
+from trawl.content.text import PageText, extract_text
+from trawl.crawl.gc_tuning import young_gc_threshold
+from trawl.errors import TrawlError
+from trawl.extract.links import DEFAULT_MAX_DEPTH, LinkFilter
+from trawl.extract.parser import content_charset, parse_html, robots_header
+from trawl.extract.scope import Scope
+from trawl.extract.urls import NormalizeRules, normalize, resolve
+from trawl.freshness.recrawl import body_hash, text_hash
+from trawl.resource import AsyncResource
+from trawl.store.base import CommitBatch, NewURL
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractSettings:
+    """Everything the extract stage needs, small enough to send to a worker."""
+
+    seeds: tuple[str, ...]
+    scope: ScopeConfig
+    rules: NormalizeRules
+    agent: str
+    honour_nofollow: bool
+    max_links: int
+    max_depth: int = DEFAULT_MAX_DEPTH
+    content: bool = False
+    """Take each indexable page's main text and fingerprints (``--text``, ``--events``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What one page yielded: its canonical URL, its link candidates, its counters, when
+    content is on and the page may be indexed, its main text and content hash (of the
+    main text, or of the body when it has none), and always its change hash
+    (trawl.freshness.recrawl: of the main text when there is one, else of the body)."""
+
+    canonical: str | None
+    links: list[NewURL]
+    counters: dict[str, int] = field(default_factory=dict)
+    noindex: bool = False
+    out_links: int = 0
+    text: PageText | None = None
+    content_hash: str | None = None
+    change_hash: int | None = None
+
+
+class Extractor:
+    """Parses a page and filters its links (one per process: its caches are local)."""
+
+    def __init__(self, settings: ExtractSettings) -> None:
+        self._settings = settings
+        scope = Scope(settings.seeds, settings.scope.mode, settings.scope.include,
+                      settings.scope.exclude)  # fmt: skip
+        self._links = LinkFilter(scope, settings.rules, settings.max_depth)
+
+    def extract(
+        self,
+        url: str,
+        depth: int,
+        body: bytes,
+        content_type: str | None,
+        robots_tags: Sequence[str],
+    ) -> Extracted:
+        """Links of the page at ``url`` (found at ``depth`` - 1) and its canonical URL."""
+        s = self._settings
+        page = parse_html(
+            body,
+            agent_token=s.agent,
+            honour_nofollow=s.honour_nofollow,
+            max_links=s.max_links,
+            charset=content_charset(content_type),
+        )
+        base = url
+        if page.base_href:
+            base = resolve(page.base_href, url) or url
+        canonical = None
+        if page.canonical:
+            found = normalize(page.canonical, base, s.rules)
+            canonical = found if isinstance(found, str) else None
+        batch = CommitBatch()
+        noindex_header, nofollow_header = robots_header(robots_tags, s.agent)
+        noindex = page.noindex or noindex_header
+        text = content_hash = None
+        if noindex:
+            batch.count("noindex_pages")
+        elif s.content:
+            text = extract_text(body, url, content_charset(content_type))
+            content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
+        change = text_hash(text.content_hash) if text else body_hash(body)
+        if s.honour_nofollow and (page.nofollow or nofollow_header):
+            batch.count("nofollow_pages")
+            return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash, change)
+        batch.count("nofollow_links", page.nofollow_links)
+        links = self._links.page_links(page.links, base, depth, batch)
+        return Extracted(
+            canonical,
+            links,
+            batch.counters,
+            noindex,
+            len(page.links),
+            text,
+            content_hash,
+            change,
+        )
+
+
+Answer = tuple[
+    str | None,
+    list[tuple[int, str, str, int, int, str | None]],
+    dict[str, int],
+    bool,
+    int,
+    PageText | None,
+    str | None,
+    int | None,
+]
+"""An :class:`Extracted` as it crosses the pipe: its fields in order, the links as plain
+tuples."""
+
+_new_url = functools.partial(tuple.__new__, NewURL)
+"""Builds a :class:`NewURL` from a plain tuple without a Python-level call per link."""
+
+
+def _answer(found: Extracted) -> Answer:
+    links = [link[:] for link in found.links]
+    return (found.canonical, links, found.counters, found.noindex, found.out_links,
+            found.text, found.content_hash, found.change_hash)  # fmt: skip
+
+
+def _extracted(answer: Answer) -> Extracted:
+    canonical, links, counters, noindex, out_links, text, content_hash, change = answer
+    return Extracted(canonical, list(map(_new_url, links)), counters, noindex, out_links,
+                     text, content_hash, change)  # fmt: skip
+
+
+MAX_AUTO_WORKERS = 2
+"""The crawl process itself saturates one core at about this many workers' output."""
+
+
+def parse_workers(wanted: int | None, cores: int | None = None, *, content: bool = False) -> int:
+    """How many extract workers to run: ``wanted`` if given, else one per core this process
+    may use beyond its own, at most :data:`MAX_AUTO_WORKERS`.
+
+    With ``content`` (text extraction, about 10 ms a page) the workers are the bottleneck
+    and the crawl process is idle most of the time, so they get every core, itself at
+    least one: on 2 cores, 2 workers fetch 164 pages/s with ``--warc --text`` where one
+    fetches 127 (docs/PERFORMANCE.md)."""
+    if wanted is not None:
+        return wanted
+    if cores is None:
+        cores = len(os.sched_getaffinity(0))
+    if content:
+        return max(1, min(MAX_AUTO_WORKERS, cores))
+    return max(0, min(MAX_AUTO_WORKERS, cores - 1))
+
+
+_FRAME = struct.Struct(">I")
+
+
+def _frame(payload: object) -> bytes:
+    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME.pack(len(data)) + data
+
+
+def _write_frame(stream: BinaryIO, payload: object) -> None:
+    stream.write(_frame(payload))
+    stream.flush()
+
+
+def _read_raw(stream: BinaryIO) -> bytes | None:
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    (size,) = _FRAME.unpack(head)
+    return stream.read(size)
+
+
+def _read_frame(stream: BinaryIO) -> object | None:
+    data = _read_raw(stream)
+    if data is None:
+        return None
+    loaded: object = pickle.loads(data)
+    return loaded
+
+
+def worker_main() -> None:
+    """A worker process: settings first, then one page per frame, answered in order.
+
+    It reads its standard input until end of file, which comes when the crawl closes the
+    pipe or dies (even by kill -9), so a worker never outlives its crawl.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    settings = _read_frame(stdin)
+    if not isinstance(settings, ExtractSettings):
+        return
+    extractor = Extractor(settings)
+    with young_gc_threshold():
+        while isinstance(job := _read_frame(stdin), tuple):
+            # The page body follows its job frame raw: pickling it would copy it twice more.
+            body = _read_raw(stdin)
+            if body is None:
+                return
+            url, depth, content_type, robots_tags = job
+            _write_frame(
+                stdout, _answer(extractor.extract(url, depth, body, content_type, robots_tags))
+            )
+
+
+WORKER_CODE = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "from trawl.extract.pool import worker_main; worker_main()"
+)
+"""What a worker process runs: it ignores the stop signals before loading any code."""
+STDERR_BYTES = 1 << 16
+"""The end of a worker's standard error kept to tell why it stopped: a traceback through
+every import of the text extractor fits many times over."""
+REASON_LINES = 5
+"""At most this many lines of an exception's message make the one-line reason."""
+MAX_DEATHS = 5
+DEATH_WINDOW = 60.0
+"""The ``MAX_DEATHS``-th death of a worker within ``DEATH_WINDOW`` seconds (of any of the
+pool's workers) stops the pool: something kills every new worker."""
+
+log = logging.getLogger("trawl.extract.pool")
+
+
+class WorkerStopped(TrawlError):
+    """An extract worker could not start, died before answering anything, or kept dying;
+    the message says why in one line."""
+
+
+class ExtractFailed(TrawlError):
+    """A page's extraction was lost with the worker that held it (a new worker took the
+    worker's other pages)."""
+
+
+def stop_reason(returncode: int | None, stderr: str) -> str:
+    """Why a worker stopped, in one line: the signal that killed it, else the exception its
+    standard error ends with (a traceback's last, unindented lines), else its exit status."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = f" ({signal.Signals(-returncode).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {-returncode}{name}"
+    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
+    message: list[str] = []
+    while lines and not lines[-1][0].isspace() and len(message) < REASON_LINES:
+        message.insert(0, lines.pop())
+    if message:
+        return " ".join(message)
+    return f"exited with status {returncode}"
+
+
+@dataclass(slots=True)
+class _Job:
+    """A page sent to a worker: its answer to come, and its frames, kept (they refer to the
+    page's body, not copies of it) to send again to the worker's next process."""
+
+    url: str
+    frames: tuple[bytes, ...]
+    answer: asyncio.Future[Answer]
+
+
+OnStop = Callable[["_Worker", str], None]
+
+
+class _Worker:
+    """One worker of the pool: its current process, the pages it owes answers for, in
+    order, and the end of the process's standard error. When the process stops, the pool
+    (``on_stop``) either fails what it owes or has :meth:`start` run a new process, which
+    is sent the pages still owed first."""
+
+    def __init__(self, settings: bytes, on_stop: OnStop) -> None:
+        self._settings = settings
+        self._on_stop = on_stop
+        self.waiting: deque[_Job] = deque()
+        self.process: asyncio.subprocess.Process | None = None
+        self.reader: asyncio.Task[None] | None = None
+        self.answered = 0
+        """Pages the current process has answered."""
+        self.restart: asyncio.Task[None] | None = None
+        """The start of the next process, while it runs."""
+        self.starting = True
+        """A process is being started: pages owed are sent once it is."""
+        self._stderr = b""
+
+    async def start(self) -> None:
+        """Start a process and send it the settings, then the pages still owed (a stopped
+        process's), in order; pages sent meanwhile wait for that."""
+        self.starting = True
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", WORKER_CODE,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise WorkerStopped(f"cannot start a link-extraction worker: {exc}") from exc
+        widen_channel(process.stdin)
+        self.process = process
+        self.answered = 0
+        self._stderr = b""
+        errors = asyncio.create_task(self._read_errors(process))
+        self.reader = asyncio.create_task(self._read_answers(process, errors))
+        # An extraction cancelled meanwhile (the crawl was) is not sent again.
+        self.waiting = deque(job for job in self.waiting if not job.answer.done())
+        stdin = process.stdin
+        assert stdin is not None
+        stdin.writelines([self._settings, *(frame for job in self.waiting for frame in job.frames)])
+        self.starting = False
+        with contextlib.suppress(ConnectionError):
+            await stdin.drain()
+
+    async def _read_errors(self, process: asyncio.subprocess.Process) -> None:
+        stderr = process.stderr
+        assert stderr is not None
+        while chunk := await stderr.read(STDERR_BYTES):
+            self._stderr = (self._stderr + chunk)[-STDERR_BYTES:]
+
+    async def _read_answers(
+        self, process: asyncio.subprocess.Process, errors: asyncio.Task[None]
+    ) -> None:
+        stdout = process.stdout
+        assert stdout is not None
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            while True:
+                head = await stdout.readexactly(_FRAME.size)
+                (size,) = _FRAME.unpack(head)
+                answer = pickle.loads(await stdout.readexactly(size))
+                job = self.waiting.popleft()
+                self.answered += 1
+                # A job whose extraction was cancelled (the crawl was) is done already.
+                if not job.answer.done():
+                    job.answer.set_result(answer)
+        await errors
+        returncode = await process.wait()
+        self._on_stop(self, stop_reason(returncode, self._stderr.decode(errors="replace")))
+
+    def fail(self, error: Exception) -> None:
+        """Fail every page this worker owes with ``error``."""
+        while self.waiting:
+            job = self.waiting.popleft()
+            if not job.answer.done():
+                job.answer.set_exception(error)
+
+    async def send(self, job: _Job) -> None:
+        """Send a page owed (the last of :attr:`waiting`). A process starting or gone away
+        is not an error here: a new one is sent every page owed when it starts."""
+        if self.starting or self.process is None:
+            return
+        stdin = self.process.stdin
+        assert stdin is not None
+        if stdin.is_closing():
+            return
+        # One write, one system call: uvloop sends each write at once.
+        stdin.writelines(job.frames)
+        with contextlib.suppress(ConnectionError):
+            await stdin.drain()
+
+
+CHANNEL_BYTES = 1 << 20
+"""Bytes of pages the channel to a worker may hold: Linux's default limit for a pipe (a
+socket's send buffer may be as large; the kernel doubles it for its bookkeeping)."""
+
+
+def widen_channel(stdin: asyncio.StreamWriter | None) -> None:
+    """Let the channel to a worker hold dozens of pages instead of a few: the worker then
+    keeps parsing while the crawl's event loop is busy elsewhere, instead of waiting for
+    its next write (100 x 1,000 crawl benchmark: 1,340 -> 2,120 pages/s; 64 KB pipes or
+    200 KB socket buffers had held the worker idle 40 % of the time). uvloop connects a
+    child's standard input by a Unix socket (its send buffer is widened), asyncio's own
+    loop by a pipe (its capacity is)."""
+    if stdin is None:
+        return
+    channel = stdin.transport.get_extra_info("socket")
+    pipe = stdin.transport.get_extra_info("pipe")
+    # Beyond the system's limit the call fails and the default channel stays: slower, not wrong.
+    with contextlib.suppress(OSError):
+        if channel is not None:
+            channel.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BYTES)
+        elif pipe is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
+            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, CHANNEL_BYTES)
+
+
+class ExtractPool(AsyncResource):
+    """Runs the extract stage in ``workers`` processes, or inline when ``workers`` is 0.
+
+    A worker process that dies after it has answered a page (killed by the kernel's
+    out-of-memory killer or an operator, or crashed by a page) is replaced: the page it
+    held fails with :class:`ExtractFailed`, and the new process is sent the pages queued
+    behind it. One that dies before answering any page (it cannot import its code), or
+    the ``MAX_DEATHS``-th death within ``DEATH_WINDOW`` seconds, fails every page owed and
+    every later one with :class:`WorkerStopped`: replacing it would only repeat that.
+    """
+
+    def __init__(
+        self,
+        settings: ExtractSettings,
+        workers: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._inline = Extractor(settings) if workers == 0 else None
+        self._settings = settings
+        self._count = workers
+        self._clock = clock
+        self._workers: list[_Worker] = []
+        self._deaths: deque[float] = deque()
+        self._stopped: str | None = None
+        """Why the pool answers nothing more, once it does not."""
+        self._closing = False
+
+    async def _acquire(self) -> None:
+        """Start the workers without waiting for them to load their code: they load it
+        while the crawl opens its store and asks for robots.txt, and the first pages
+        wait in their channels meanwhile (a worker that cannot start fails the first
+        extraction sent to it)."""
+        settings = _frame(self._settings)
+        for _ in range(self._count):
+            worker = _Worker(settings, self._worker_stopped)
+            self._workers.append(worker)
+            await worker.start()
+
+    def _worker_stopped(self, worker: _Worker, reason: str) -> None:
+        """A worker's process stopped for ``reason``: replace it, or stop the pool."""
+        if self._closing:
+            worker.fail(WorkerStopped(f"a link-extraction worker stopped: {reason}"))
+            return
+        now = self._clock()
+        self._deaths.append(now)
+        while self._deaths[0] <= now - DEATH_WINDOW:
+            self._deaths.popleft()
+        if worker.answered == 0 or len(self._deaths) >= MAX_DEATHS:
+            self._stop(worker, reason)
+            return
+        # Answers come in order: the first page owed is the one the worker was extracting.
+        held = worker.waiting.popleft() if worker.waiting else None
+        if held is None:
+            log.warning("a link-extraction worker stopped (%s): starting another", reason)
+        else:
+            log.warning(
+                "a link-extraction worker stopped (%s) while extracting %s: that page "
+                "failed; starting another", reason, held.url,
+                extra={"url": held.url, "error": "extract_failed"},
+            )  # fmt: skip
+            if not held.answer.done():
+                held.answer.set_exception(
+                    ExtractFailed(f"its link-extraction worker stopped: {reason}")
+                )
+        worker.starting = True
+        worker.restart = asyncio.create_task(self._restart(worker))
+
+    async def _restart(self, worker: _Worker) -> None:
+        try:
+            await worker.start()
+        except WorkerStopped as exc:
+            self._stop(worker, str(exc).removeprefix("cannot start a link-extraction worker: "))
+
+    def _stop(self, worker: _Worker, reason: str) -> None:
+        """Fail every page the worker owes, and every page sent to the pool later, with
+        ``reason``."""
+        if self._stopped is None:
+            self._stopped = reason
+        worker.fail(self._failure())
+
+    def _failure(self) -> WorkerStopped:
+        return WorkerStopped(f"a link-extraction worker stopped: {self._stopped}")
+
+    async def close(self) -> None:
+        """Stop the workers (they exit at end of input); safe to call more than once."""
+        self._closing = True
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            if worker.restart is not None:
+                await worker.restart
+        for worker in workers:
+            if worker.process is not None and worker.process.stdin is not None:
+                worker.process.stdin.close()
+        for worker in workers:
+            if worker.process is not None:
+                await worker.process.wait()
+            if worker.reader is not None:
+                await worker.reader
+
+    async def extract(
+        self,
+        url: str,
+        depth: int,
+        body: bytes,
+        content_type: str | None,
+        robots_tags: Sequence[str],
+    ) -> Extracted:
+        """Extract one page, on the least busy worker when there are workers."""
+        if self._inline is not None:
+            return self._inline.extract(url, depth, body, content_type, robots_tags)
+        if not self._workers:
+            raise RuntimeError("ExtractPool used outside its context")
+        if self._stopped is not None:
+            raise self._failure()
+        worker = min(self._workers, key=lambda w: len(w.waiting))
+        answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        # The body follows its job frame raw: pickling it would copy it twice more.
+        frames = (
+            _frame((url, depth, content_type, tuple(robots_tags))),
+            _FRAME.pack(len(body)),
+            body,
+        )
+        job = _Job(url, frames, answer)
+        worker.waiting.append(job)
+        await worker.send(job)
+        return _extracted(await answer)

@@ -1,0 +1,23 @@
+from collections.abc import Sequence
+
+from trawl.store.base import NewURL
+
+class IdTable:
+    """(URL id, text hash) pairs in ``slots`` slots, a power of two (trawl.frontier.known_ids)."""
+
+    def __init__(self, slots: int) -> None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def find(self, uid: int, text_hash: int) -> bool: ...
+    def add(self, uid: int, text_hash: int) -> None: ...
+    def grown(self) -> IdTable: ...
+
+def screen(
+    candidates: Sequence[NewURL], recent: dict[int, int], newer: object, older: object
+) -> tuple[dict[int, NewURL], int, list[int], list[int]]:
+    """The loop of ``KnownIds.screen`` over ``IdTable`` generations (``TypeError`` for
+    any other table)."""

@@ -1,0 +1,195 @@
+"""The frontier: per-host queues live in the store; RAM holds a bounded buffer.
+
+Hosts are the unit of ownership. The frontier leases hosts from the store (at most
+``LeasePolicy.max_hosts`` at a time, soonest eligible first) and only ever claims URLs
+of hosts it holds, so whatever the number of workers sharing a store, one host is served
+by one worker at a time; one crawl process is simply a single worker. A lease lasts
+``ttl`` seconds and is renewed by :meth:`Frontier.renew` while the host is held; a host
+with nothing to do is given back when the worker holds its maximum of hosts, and every
+held host when the worker stops (:class:`Release`, written through the committer after
+the host's last results); the next owner inherits its politeness time. A host is not
+leased again while its release is on its way.
+
+:meth:`Frontier.refill` tops up the held hosts' slots in batches: each gets a fair share
+of the free buffer space, claimed in one transaction, lowest queue rank first
+(trawl.frontier.priority: high priority, without starving the rest). The buffer never holds more
+than ``capacity`` URLs plus one batch, so memory stays flat however large the crawl
+grows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+from trawl.config import LeasePolicy
+from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
+from trawl.store.base import QueuedURL, Release, Store
+
+MAX_BATCH = 256
+
+
+OnRelease = Callable[[Release], Awaitable[None]]
+
+
+class Frontier:
+    """Moves URLs of leased hosts from the store's queues into the scheduler's slots."""
+
+    def __init__(
+        self,
+        store: Store,
+        scheduler: HostScheduler,
+        capacity: int,
+        leases: LeasePolicy | None = None,
+        *,
+        on_release: OnRelease | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._scheduler = scheduler
+        self._capacity = capacity
+        self._policy = leases or LeasePolicy()
+        self._on_release = on_release
+        self._clock = clock
+        self._held: dict[int, HostSlot] = {}
+        self._releasing: set[int] = set()
+        """Hosts given back whose release is not committed yet: not to be leased again
+        before it is (the release would then end the new lease's claims)."""
+        self.store_queued = 0
+        """URLs queued or handed out in the store at the last periodic look."""
+        self.refilling = False
+        self.exhausted = False
+        """The last refill found nothing to claim: the engine then asks again only when
+        new URLs arrive, or on its periodic refill (retries coming due)."""
+        self.lost = 0
+        """Leases lost to another worker (this one paused or could not renew in time)."""
+
+    @property
+    def held(self) -> list[HostSlot]:
+        """The slots of the hosts this worker holds a lease on."""
+        return list(self._held.values())
+
+    def _share(self) -> int:
+        """How many URLs a refill buffers per host now: a fair part of the free room."""
+        room = self._capacity - self._scheduler.buffered
+        return max(1, min(MAX_BATCH, room // max(1, len(self._held))))
+
+    def runs_low(self, slot: HostSlot | None) -> bool:
+        """True when a refill would top up this host's buffer (None: a host without
+        one yet), as long as the store has URLs for it: the buffer is below half the
+        host's share."""
+        return self._scheduler.buffered < self._capacity and (
+            slot is None or len(slot.queue) * 2 < self._share()
+        )
+
+    def may_dispatch(self, slot: HostSlot, longest_fetch: float) -> bool:
+        """Whether a request to the host could finish before its lease runs out."""
+        return slot.generation is not None and slot.lease_deadline - self._clock() > longest_fetch
+
+    async def refill(self) -> int:
+        """Lease more hosts if there is room, claim due URLs for held hosts whose buffer
+        runs low, give back held hosts that have nothing left; return URLs claimed.
+
+        While this runs, claimed URLs are neither queued in the store nor buffered yet:
+        ``refilling`` says so, and the engine does not call the crawl finished meanwhile.
+        """
+        self.refilling = True
+        try:
+            await self._lease_more()
+            return await self._claim()
+        finally:
+            self.refilling = False
+
+    async def _lease_more(self) -> None:
+        room = self._policy.max_hosts - len(self._held)
+        if room <= 0:
+            return
+        started = self._clock()
+        leases = await self._store.lease_hosts(
+            self._policy.worker, room, self._policy.ttl, holding=self._held.keys() | self._releasing
+        )
+        wall = time.time()
+        for lease in leases:
+            slot = self._scheduler.slot(lease.host_id, lease.name)
+            slot.generation = lease.generation
+            slot.lease_deadline = started + self._policy.ttl
+            self._held[lease.host_id] = slot
+            self._scheduler.hold(slot, started + max(0.0, lease.next_eligible_at - wall))
+
+    async def _claim(self) -> int:
+        if self._capacity - self._scheduler.buffered <= 0:
+            return 0
+        share = self._share()
+        wanted = {
+            host_id: share - len(slot.queue)
+            for host_id, slot in self._held.items()
+            if len(slot.queue) * 2 < share
+        }
+        if not wanted:
+            return 0
+        generations = {host_id: self._held[host_id].generation for host_id in wanted}
+        claimed = await self._store.claim(wanted, now=time.time(), worker=self._policy.worker)
+        self.exhausted = not claimed
+        by_host: dict[int, list[QueuedURL]] = {}
+        for url in claimed:
+            by_host.setdefault(url.host_id, []).append(url)
+        for host_id, urls in by_host.items():
+            slot = self._held.get(host_id)
+            # A lease lost while the claim ran: the URLs are the next owner's to take back.
+            if slot is not None and slot.generation == generations[host_id]:
+                self._scheduler.add(slot, urls)
+        if len(self._held) >= self._policy.max_hosts:
+            # Make room for hosts with work: give back the held ones that have none now.
+            for host_id in wanted.keys() - by_host.keys():
+                slot = self._held.get(host_id)
+                if slot is not None and slot.idle():
+                    await self.release(slot)
+        return len(claimed)
+
+    async def release(self, slot: HostSlot) -> None:
+        """Give a held host back (its buffered URLs return to the store's queue)."""
+        if slot.generation is None or self._held.pop(slot.id, None) is None:
+            return
+        next_eligible = time.time() + max(0.0, slot.next_ready - self._clock())
+        release = Release(slot.id, slot.generation, next_eligible)
+        self._scheduler.drain(slot)
+        slot.generation = None
+        self._releasing.add(slot.id)
+        if self._on_release is not None:
+            await self._on_release(release)
+
+    def released(self, host_ids: Iterable[int]) -> None:
+        """The store committed these hosts' releases: they may be leased again."""
+        self._releasing.difference_update(host_ids)
+
+    async def release_all(self) -> None:
+        """Give back every held host (the worker is stopping)."""
+        for slot in list(self._held.values()):
+            await self.release(slot)
+
+    async def renew(self) -> None:
+        """Extend every held lease; drop the hosts whose lease was lost meanwhile."""
+        if not self._held:
+            return
+        started = self._clock()
+        held = {
+            host_id: slot.generation
+            for host_id, slot in self._held.items()
+            if slot.generation is not None
+        }
+        kept = await self._store.renew_leases(self._policy.worker, held, self._policy.ttl)
+        for host_id, generation in held.items():
+            slot = self._held.get(host_id)
+            if slot is None or slot.generation != generation:
+                continue
+            if host_id in kept:
+                slot.lease_deadline = started + self._policy.ttl
+                continue
+            del self._held[host_id]
+            self._scheduler.drain(slot)
+            slot.generation = None
+            self.lost += 1
+
+    async def look(self) -> None:
+        """Read how much work the store has left (for the progress display)."""
+        self.store_queued = await self._store.work_left()

@@ -1,0 +1,189 @@
+"""The crawls ``trawl serve`` manages: where each one's state is, and its crawl process.
+
+A crawl has an id (1 to 40 of ``a-z 0-9 _``). Under ``--data-dir ROOT`` it is the SQLite
+crawl in ROOT/ID; with ``--store DSN`` the PostgreSQL crawl named ID (its own data dir,
+for output files, is still ROOT/ID). Starting a crawl runs ``trawl crawl`` as a child
+process with the seeds and options the API was given, plus the options ``trawl serve``
+passes to every crawl; pausing sends it SIGINT (the crawl commits what is in flight and
+stops, resumable), resuming starts it again with the seeds stored in its policy, and
+cancelling pauses it for good (state ``cancelled``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trawl.crawl.runner import read_summary
+from trawl.errors import StoreError, UsageError
+from trawl.ops.summary import Summary
+from trawl.policy import POLICY_KEY
+from trawl.politeness.rules import RULES_KEY, OperatorRules
+from trawl.store.base import ExportRow, HostFigures, State
+from trawl.store.location import SCHEMA_PREFIX, StoreLocation
+from trawl.store.sqlite import DB_NAME
+
+CANCELLED = "cancelled"
+STOP_WAIT = 30.0
+"""Seconds a crawl gets to commit and stop after SIGINT before it is killed."""
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlView:
+    """A crawl as the API shows it."""
+
+    crawl_id: str
+    state: str
+    summary: Summary
+
+
+@dataclass(slots=True)
+class Crawls:
+    """The crawls under one data dir root (SQLite) or in one database (``dsn``)."""
+
+    root: Path
+    dsn: str | None = None
+    crawl_options: Sequence[str] = ()
+    _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def location(self, crawl_id: str) -> StoreLocation:
+        return StoreLocation(self.root / crawl_id, self.dsn, crawl_id)
+
+    async def ids(self) -> list[str]:
+        """Every crawl's id, oldest first (SQLite: by directory name)."""
+        if self.dsn is None:
+            if not self.root.is_dir():
+                return []
+            return sorted(p.name for p in self.root.iterdir() if (p / DB_NAME).is_file())
+        from trawl.store.postgres import crawls
+
+        found = await crawls(self.dsn, SCHEMA_PREFIX)
+        return [c.name for c in sorted(found, key=lambda c: (c.created, c.name))]
+
+    def running(self, crawl_id: str) -> bool:
+        process = self._processes.get(crawl_id)
+        return process is not None and process.poll() is None
+
+    async def view(self, crawl_id: str) -> CrawlView:
+        """The crawl's state and figures; UsageError when there is no such crawl."""
+        if crawl_id not in await self.ids() and not self.running(crawl_id):
+            raise UsageError(f"no crawl {crawl_id!r}")
+        try:
+            summary = await read_summary(self.location(crawl_id))
+        except StoreError:
+            if not self.running(crawl_id):
+                raise
+            # The process has not created its store yet.
+            summary = Summary.from_counters({}, state="starting", elapsed=0.0)
+        state = summary.state
+        if self.running(crawl_id):
+            state = "running"
+        elif state in ("interrupted", "stopped (resumable)"):
+            state = "paused"
+        return CrawlView(crawl_id, state, summary)
+
+    def create(self, seeds: Sequence[str], options: Sequence[str]) -> str:
+        """Start a new crawl of ``seeds`` with ``options``; its id."""
+        crawl_id = f"c{uuid.uuid4().hex[:12]}"
+        self._start(crawl_id, [*seeds, *options])
+        return crawl_id
+
+    async def resume(self, crawl_id: str) -> None:
+        """Start a paused crawl again (a running one is left alone)."""
+        if self.running(crawl_id):
+            return
+        view = await self.view(crawl_id)
+        if view.state == CANCELLED:
+            raise UsageError(f"crawl {crawl_id!r} was cancelled")
+        async with self.location(crawl_id).open(readonly=True) as store:
+            stored = await store.get_meta(POLICY_KEY)
+        self._start(crawl_id, _start_arguments(json.loads(stored) if stored else {}))
+
+    async def pause(self, crawl_id: str) -> None:
+        """Stop the crawl's process gracefully (resumable)."""
+        await self.view(crawl_id)
+        process = self._processes.get(crawl_id)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(process.wait), STOP_WAIT)
+        except TimeoutError:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+    async def cancel(self, crawl_id: str) -> None:
+        """Stop the crawl for good."""
+        await self.pause(crawl_id)
+        async with self.location(crawl_id).open() as store:
+            await store.set_meta("state", CANCELLED)
+
+    async def urls(
+        self, crawl_id: str, after: int | None, limit: int, state: State | None
+    ) -> list[tuple[int, ExportRow]]:
+        """A page of the crawl's URLs, in id order, after the id ``after``."""
+        await self.view(crawl_id)
+        start = -(2**63) if after is None else after + 1
+        async with self.location(crawl_id).open(readonly=True) as store:
+            return await store.url_page(start, limit, state)
+
+    async def hosts(self, crawl_id: str, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
+        """The crawl's slowest and most-blocked hosts."""
+        await self.view(crawl_id)
+        async with self.location(crawl_id).open(readonly=True) as store:
+            return await store.host_figures(limit)
+
+    async def rules(self, crawl_id: str) -> OperatorRules:
+        """The operator's rules of the crawl."""
+        await self.view(crawl_id)
+        async with self.location(crawl_id).open(readonly=True) as store:
+            return OperatorRules.from_json(await store.get_meta(RULES_KEY))
+
+    async def set_rules(self, crawl_id: str, rules: OperatorRules) -> None:
+        """Store new rules; the crawl's workers apply them within a second."""
+        async with self.location(crawl_id).open() as store:
+            await store.set_meta(RULES_KEY, rules.to_json())
+
+    def close(self) -> None:
+        """Stop every crawl this process started (they stay resumable)."""
+        for process in self._processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        for process in self._processes.values():
+            try:
+                process.wait(timeout=STOP_WAIT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _start(self, crawl_id: str, arguments: Sequence[str]) -> None:
+        command = [sys.executable, "-m", "trawl", "crawl", *arguments, "--no-progress"]
+        command += ["--data-dir", str(self.root / crawl_id)]
+        if self.dsn is not None:
+            command += ["--store", self.dsn, "--crawl", crawl_id]
+        command += list(self.crawl_options)
+        (self.root / crawl_id).mkdir(parents=True, exist_ok=True)
+        with (self.root / crawl_id / "crawl.log").open("ab") as log:
+            self._processes[crawl_id] = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
+            )
+
+
+def _start_arguments(policy: Mapping[str, Any]) -> list[str]:
+    """The ``trawl crawl`` arguments that resume a crawl of ``policy`` (its stored form):
+    its seeds and scope, which a resumed crawl must repeat."""
+    arguments = [str(seed) for seed in policy.get("seeds", [])]
+    scope = policy.get("scope")
+    if scope is not None:
+        arguments += ["--scope", str(scope["mode"])]
+        arguments += [f"--include={pattern}" for pattern in scope["include"]]
+        arguments += [f"--exclude={pattern}" for pattern in scope["exclude"]]
+    return arguments

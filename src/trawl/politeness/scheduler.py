@@ -1,0 +1,246 @@
+"""The host scheduler: per-host and per-address politeness slots in a ready-time heap.
+
+Each host has one :class:`HostSlot` holding its buffered URLs, its in-flight count, the
+earliest time its next request may start, and its robots.txt state. The heap is keyed by
+that ready time, so picking the next request is O(log hosts) and a throttled or slow host
+simply sits further down the heap: it never stalls the others.
+
+Hosts that resolve to the same address share an :class:`IpSlot`: at most ``per_ip``
+requests in flight to it, and the same delay rule after each response, so a server with
+500 virtual hosts is not asked 500 things at once. A host whose address is busy waits on
+that address and is put back in the heap when a request to it finishes.
+
+Delay rule, applied when a response completes::
+
+    next_ready = now + max(configured delay,
+                           min(robots Crawl-delay, max_delay),
+                           min(response_factor x response time, max_delay))
+
+429 and 503 responses push ``next_ready`` further by the retry delay (Retry-After or
+backoff), so the whole host waits, not just the URL.
+
+Time comes from an injected clock (monotonic seconds) so the maths is testable exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from trawl.config import Politeness
+from trawl.politeness.robots_parser import RobotsRules
+from trawl.store.base import QueuedURL
+
+Clock = Callable[[], float]
+
+
+@dataclass(slots=True, eq=False)
+class IpSlot:
+    """Politeness state of one server address, shared by every host name on it."""
+
+    address: str
+    inflight: int = 0
+    next_ready: float = 0.0
+    waiting: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True, eq=False)
+class HostSlot:
+    """Politeness and queue state of one host."""
+
+    id: int
+    name: str
+    queue: deque[QueuedURL] = field(default_factory=deque)
+    inflight: int = 0
+    next_ready: float = 0.0
+    robots: RobotsRules | None = None
+    robots_expires: float = 0.0
+    robots_pending: bool = False
+    robots_failures: int = 0
+    refused: str | None = None
+    """Why the host's URLs are not fetched at all (its address is not allowed, or it
+    kept failing)."""
+    ip: IpSlot | None = None
+    resolved: bool = False
+    resolving: bool = False
+    failures: int = 0
+    """Consecutive failed requests (timeouts, connection errors, 5xx)."""
+    trips: int = 0
+    """Times the circuit breaker has paused the host."""
+    heap_key: float | None = None
+    generation: int | None = None
+    """The generation of this worker's lease on the host (None: not held)."""
+    lease_deadline: float = 0.0
+    """When the lease runs out unless renewed (clock time)."""
+    unsettled: int = 0
+    """Jobs of the host started and not yet handed to the committer."""
+
+    def needs_robots(self, now: float) -> bool:
+        """True when robots.txt must be (re)fetched before the next URL."""
+        return not self.robots_pending and (self.robots is None or now >= self.robots_expires)
+
+    def idle(self) -> bool:
+        """Nothing buffered, in flight, being resolved or waiting to be committed."""
+        return not (
+            self.queue or self.inflight or self.unsettled or self.robots_pending or self.resolving
+        )
+
+
+class HostScheduler:
+    """Chooses which host may send its next request, and when."""
+
+    def __init__(self, politeness: Politeness, clock: Clock = time.monotonic) -> None:
+        self._politeness = politeness
+        self._clock = clock
+        self._slots: dict[int, HostSlot] = {}
+        self._ips: dict[str, IpSlot] = {}
+        self._heap: list[tuple[float, int, int]] = []
+        self._seq = itertools.count()
+        self.buffered = 0
+        self.inflight = 0
+
+    def slot(self, host_id: int, name: str) -> HostSlot:
+        """The slot of a host, created on first use."""
+        found = self._slots.get(host_id)
+        if found is None:
+            found = self._slots[host_id] = HostSlot(host_id, name)
+        return found
+
+    def find(self, host_id: int) -> HostSlot | None:
+        """The slot of a host, None when it has none yet."""
+        return self._slots.get(host_id)
+
+    def slots(self) -> Iterable[HostSlot]:
+        """Every host slot known in this run."""
+        return self._slots.values()
+
+    def add(self, slot: HostSlot, urls: Iterable[QueuedURL]) -> None:
+        """Buffer claimed URLs for a host and make it schedulable."""
+        before = len(slot.queue)
+        slot.queue.extend(urls)
+        self.buffered += len(slot.queue) - before
+        self._schedule(slot)
+
+    def take(self, slot: HostSlot) -> QueuedURL:
+        """Remove the next buffered URL of a host."""
+        self.buffered -= 1
+        return slot.queue.popleft()
+
+    def drain(self, slot: HostSlot) -> list[QueuedURL]:
+        """Remove every buffered URL of a host."""
+        urls = list(slot.queue)
+        slot.queue.clear()
+        self.buffered -= len(urls)
+        return urls
+
+    def assign_address(self, slot: HostSlot, address: str | None) -> None:
+        """Record the address a host resolved to (None: no address to share limits on)."""
+        slot.resolved = True
+        slot.resolving = False
+        slot.ip = None
+        if address is not None:
+            slot.ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
+        self._schedule(slot)
+
+    def _wants_turn(self, slot: HostSlot) -> bool:
+        if slot.inflight >= self._politeness.per_host or slot.robots_pending or slot.resolving:
+            return False
+        if slot.ip is not None and slot.ip.inflight >= self._politeness.per_ip:
+            slot.ip.waiting.add(slot.id)
+            return False
+        return bool(slot.queue)
+
+    @staticmethod
+    def _ready_at(slot: HostSlot) -> float:
+        if slot.ip is None:
+            return slot.next_ready
+        return max(slot.next_ready, slot.ip.next_ready)
+
+    def _schedule(self, slot: HostSlot) -> None:
+        if not self._wants_turn(slot):
+            return
+        ready = self._ready_at(slot)
+        if slot.heap_key is not None and slot.heap_key <= ready:
+            return
+        slot.heap_key = ready
+        heapq.heappush(self._heap, (ready, next(self._seq), slot.id))
+
+    def pop_ready(self) -> HostSlot | float | None:
+        """The next host whose turn has come, else the time of the next turn, else None."""
+        now = self._clock()
+        while self._heap:
+            ready, _, host_id = self._heap[0]
+            slot = self._slots[host_id]
+            if slot.heap_key != ready or not self._wants_turn(slot):
+                heapq.heappop(self._heap)
+                if slot.heap_key == ready:
+                    slot.heap_key = None
+                continue
+            if self._ready_at(slot) > ready:
+                later = self._ready_at(slot)
+                heapq.heapreplace(self._heap, (later, next(self._seq), host_id))
+                slot.heap_key = later
+                continue
+            if ready > now:
+                return ready
+            heapq.heappop(self._heap)
+            slot.heap_key = None
+            return slot
+        return None
+
+    def requeue(self, slot: HostSlot) -> None:
+        """Put a host back in the heap after a turn that sent no request."""
+        self._schedule(slot)
+
+    def started(self, slot: HostSlot) -> None:
+        """A request to the host has started."""
+        slot.inflight += 1
+        self.inflight += 1
+        now = self._clock()
+        if self._politeness.per_host > 1:
+            slot.next_ready = max(slot.next_ready, now + self._politeness.delay)
+        if slot.ip is not None:
+            slot.ip.inflight += 1
+            if self._politeness.per_ip > 1:
+                slot.ip.next_ready = max(slot.ip.next_ready, now + self._politeness.delay)
+        self._schedule(slot)
+
+    def delay_after(self, slot: HostSlot, response_time: float) -> float:
+        """Seconds the host must rest after a response that took ``response_time``."""
+        p = self._politeness
+        crawl_delay = slot.robots.crawl_delay if slot.robots and slot.robots.crawl_delay else 0.0
+        return max(
+            p.delay,
+            min(crawl_delay, p.max_delay),
+            min(p.response_factor * response_time, p.max_delay),
+        )
+
+    def finished(self, slot: HostSlot, response_time: float, extra_wait: float = 0.0) -> None:
+        """A request to the host completed; ``extra_wait`` is a 429/503 back-off."""
+        slot.inflight -= 1
+        self.inflight -= 1
+        now = self._clock()
+        delay = self.delay_after(slot, response_time)
+        slot.next_ready = max(slot.next_ready, now + max(delay, extra_wait))
+        self._schedule(slot)
+        ip = slot.ip
+        if ip is not None:
+            ip.inflight -= 1
+            ip.next_ready = max(ip.next_ready, now + delay)
+            waiting, ip.waiting = ip.waiting, set()
+            for host_id in waiting:
+                self._schedule(self._slots[host_id])
+
+    def hold(self, slot: HostSlot, until: float) -> None:
+        """Keep the host idle until clock time ``until`` (the time a previous owner of its
+        lease left it at)."""
+        slot.next_ready = max(slot.next_ready, until)
+        self._schedule(slot)
+
+    def pause(self, slot: HostSlot, seconds: float) -> None:
+        """Keep the host idle for ``seconds`` from now (robots.txt unavailable)."""
+        self.hold(slot, self._clock() + seconds)
