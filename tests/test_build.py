@@ -43,7 +43,7 @@ def _compiled() -> tuple[str, ...]:
 def _imported_packages(module: str) -> set[str]:
     """The top-level names of what ``trawl.<module>`` imports from outside trawl and the
     standard library."""
-    tree = ast.parse((ROOT / "src" / "trawl" / f"{module}.py").read_text())
+    tree = ast.parse((ROOT / "src" / "trawl" / f"{module.replace('.', '/')}.py").read_text())
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
