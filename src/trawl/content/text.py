@@ -3,8 +3,9 @@
 :func:`extract_text` decodes a page as a browser would (byte-order mark, then the HTTP
 charset, then ``<meta>``, then UTF-8), keeps its main text with trafilatura, which leaves
 out navigation, cookie notices, sidebars, comments, scripts and the like (why trafilatura:
-docs/PERFORMANCE.md, "The clean-text extractor"), and normalises its whitespace: one paragraph a line,
-runs of spaces and tabs as one space, no empty lines, Unicode in NFC form.
+docs/PERFORMANCE.md, "The clean-text extractor"), and normalises its whitespace: one
+paragraph a line, runs of spaces and tabs as one space, no empty lines, Unicode in NFC
+form.
 
 Two fingerprints are taken of that normalised text:
 
