@@ -1,0 +1,1 @@
+"""Freshness: when a fetched page is due again, and sitemaps."""
