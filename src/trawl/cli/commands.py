@@ -22,7 +22,7 @@ from rich.console import Console
 
 from trawl import __version__, options
 from trawl.cli.help_pages import TopicCommand, TopicGroup
-from trawl.cli.launch import interrupted
+from trawl.cli.launch import INTERRUPTED, interrupted
 from trawl.cli.seed_report import NOTHING_FETCHED, nothing_fetched, report_lines, seed_failures
 from trawl.cli.seeds import check_seeds
 from trawl.config import (
@@ -224,6 +224,8 @@ def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
     summary = run_crawl(
         config, _console(values["progress"]), stats_interval=_stats_interval(values)
     )
+    if summary.state == "interrupted":
+        click.echo(INTERRUPTED, err=True)
     print_summary(summary, bool(values["json"]))
     if summary.state != "interrupted":
         for line in report_lines(asyncio.run(seed_failures(config)), summary):

@@ -6,7 +6,8 @@ progress (the live line on a terminal, else a stats line every ``stats_interval`
 seconds: trawl.ops.progress), and graceful SIGINT/SIGTERM handling from the moment it
 starts (first signal: stop taking new work, let in-flight fetches finish and commit;
 second signal: cancel now; claimed URLs are returned to the queue on the next start
-either way). An interrupted run says on stderr that the same command resumes it.
+either way). An interrupted run ends with the summary state ``interrupted``, which
+the command line turns into its resume hint and exit 130 (trawl.cli.commands).
 
 A run checks what it can before it makes the data dir (the seeds, the lease length), so
 that a refused command leaves nothing behind. ``--fresh`` starts every output over: the
@@ -25,7 +26,6 @@ import logging
 import os
 import shutil
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -33,7 +33,6 @@ from pathlib import Path
 import uvloop
 from rich.console import Console
 
-from trawl.cli.launch import INTERRUPTED
 from trawl.config import CrawlConfig
 from trawl.content.events import EventWriter
 from trawl.content.stage import ContentStage
@@ -300,8 +299,6 @@ async def _run(config: CrawlConfig, console: Console | None, stats_interval: flo
             summary = await _crawl(config, console, stats_interval, signals)
         except asyncio.CancelledError as exc:
             raise CrawlInterrupted("crawl cancelled; run the same command to resume") from exc
-    if summary.state == "interrupted":
-        print(INTERRUPTED, file=sys.stderr, flush=True)
     return summary
 
 
