@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from trawl.extract.urls import url_hash
-from trawl.store.base import CommitBatch, NewURL
 from trawl.store.checkpoint import Checkpointer, wal_bytes
 from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.values import CommitBatch, NewURL
 
 PER_BATCH = 2000
 

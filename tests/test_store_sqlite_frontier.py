@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from test_store import insert, url
-from trawl.store.base import CommitBatch, Outcome, State
 from trawl.store.sqlite import SQLiteStore
+from trawl.store.values import CommitBatch, Outcome, State
 
 Place = tuple[int, int, float]
 """A queued row's (seq, host_id, rank)."""

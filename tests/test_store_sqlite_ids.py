@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from test_store import insert, rows, url
-from trawl.content.neardup import blocks
-from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State
 from trawl.store.schema import SQLITE_TYPES, migration_statements
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 from trawl.store.sqlite_frontier import STAGED
+from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, blocks
 
 INBOX = 5
 """The inbox limit of these tests' stores: a merge after every five new URLs or so."""

@@ -3,7 +3,7 @@
 The PostgreSQL engine is ``trawl.store.postgres.PostgresStore``; it is imported only by
 crawls that use it (psycopg adds about 65 ms to a process's start)."""
 
-from trawl.store.base import Store
+from trawl.store.protocols import Store
 from trawl.store.sqlite import SQLiteStore
 
 __all__ = ["SQLiteStore", "Store"]

@@ -14,8 +14,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from trawl.content.neardup import Blocks, blocks
-from trawl.store.base import CommitBatch, content_rows, version_row
+from trawl.store.rows import content_rows, version_row
+from trawl.store.values import Blocks, CommitBatch, blocks
 
 _OWNERS = "SELECT content_hash, url_id FROM content_owners WHERE content_hash = ANY(%s::text[])"
 _HASHES = "SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL AND id = ANY(%s)"

@@ -75,7 +75,7 @@ it in merges (trawl.store.sqlite_frontier).
 
 Migration 12 records revalidations: ``revalidated_at``, when a recrawl last answered,
 and ``revalidation``, what it found (``not_modified``, ``unchanged``, ``changed``;
-trawl.store.base.Revalidation). A 304 writes these and leaves the columns of the last
+trawl.store.values.Revalidation). A 304 writes these and leaves the columns of the last
 full answer as they were, ``fetched_at`` included.
 """
 

@@ -24,28 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from trawl.content.neardup import Blocks
 from trawl.errors import StoreError
 from trawl.frontier.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
-from trawl.store.base import (
-    DISCOVERY_BUDGET_COUNTER,
-    PAGE_BUDGET_COUNTER,
-    PAGE_BUDGET_ERROR,
-    CommitBatch,
-    CommitResult,
-    ExportRow,
-    HostFigures,
-    Kind,
-    Lease,
-    Listed,
-    NewURL,
-    QueuedURL,
-    Release,
-    RobotsRecord,
+from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
+from trawl.store.rows import (
     Row,
-    Soft404Record,
-    State,
     export_columns,
     export_row,
     host_tallies,
@@ -53,7 +37,6 @@ from trawl.store.base import (
     settle_fences,
     shallowest,
 )
-from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
 from trawl.store.sqlite_content import (
     apply_content,
@@ -83,6 +66,25 @@ from trawl.store.sqlite_ids import (
     last_seq,
     merge_inbox,
     row_of,
+)
+from trawl.store.values import (
+    DISCOVERY_BUDGET_COUNTER,
+    PAGE_BUDGET_COUNTER,
+    PAGE_BUDGET_ERROR,
+    Blocks,
+    CommitBatch,
+    CommitResult,
+    ExportRow,
+    HostFigures,
+    Kind,
+    Lease,
+    Listed,
+    NewURL,
+    QueuedURL,
+    Release,
+    RobotsRecord,
+    Soft404Record,
+    State,
 )
 
 T = TypeVar("T")
@@ -276,9 +278,9 @@ class SQLiteStore(AsyncResource):
             self._checkpointer.committed(db.total_changes - changes)
         return result
 
-    async def recover(self, worker: str | None = None) -> int:
+    async def recover(self, worker: str | None = None, *, now: float | None = None) -> int:
         # The data dir's lock makes a SQLite crawl exclusive: every lease in it was
-        # this process's or a dead one's, whatever ``worker`` says.
+        # this process's or a dead one's, whatever ``worker`` says, live or not at ``now``.
         def work(db: sqlite3.Connection) -> int:
             moved = db.execute(
                 "UPDATE urls SET state = ? WHERE state = ?", (State.QUEUED, State.CLAIMED)
@@ -322,12 +324,18 @@ class SQLiteStore(AsyncResource):
         return await self._run(lambda: self._transaction(lambda db: _ensure_hosts(db, names)))
 
     async def lease_hosts(
-        self, worker: str, limit: int, ttl: float, holding: Collection[int] = ()
+        self,
+        worker: str,
+        limit: int,
+        ttl: float,
+        holding: Collection[int] = (),
+        *,
+        now: float | None = None,
     ) -> Sequence[Lease]:
         def work(db: sqlite3.Connection) -> list[Lease]:
-            now = time.time()
+            at = time.time() if now is None else now
             rows = db.execute(
-                LEASABLE, (now, worker, json.dumps(sorted(holding)), worker, now, limit)
+                LEASABLE, (at, worker, json.dumps(sorted(holding)), worker, at, limit)
             )
             leases: list[Lease] = []
             for host_id, name, previous, next_eligible_at in rows.fetchall():
@@ -336,14 +344,22 @@ class SQLiteStore(AsyncResource):
                 (generation,) = db.execute(
                     "UPDATE hosts SET lease_owner = ?, lease_generation = lease_generation + 1, "
                     "lease_expires_at = ? WHERE id = ? RETURNING lease_generation",
-                    (worker, now + ttl, host_id),
+                    (worker, at + ttl, host_id),
                 ).fetchone()
                 leases.append(Lease(host_id, name, generation, next_eligible_at))
             return leases
 
         return await self._run(lambda: self._transaction(work))
 
-    async def claim_address(self, worker: str, host_id: int, generation: int, address: str) -> bool:
+    async def claim_address(
+        self,
+        worker: str,
+        host_id: int,
+        generation: int,
+        address: str,
+        *,
+        now: float | None = None,
+    ) -> bool:
         def work(db: sqlite3.Connection) -> bool:
             db.execute(
                 "UPDATE hosts SET address = ? "
@@ -353,17 +369,17 @@ class SQLiteStore(AsyncResource):
             (taken,) = db.execute(
                 "SELECT EXISTS (SELECT 1 FROM hosts WHERE address = ? AND id <> ? "
                 "AND lease_owner <> ? AND lease_expires_at >= ?)",
-                (address, host_id, worker, time.time()),
+                (address, host_id, worker, time.time() if now is None else now),
             ).fetchone()
             return not taken
 
         return await self._run(lambda: self._transaction(work))
 
     async def renew_leases(
-        self, worker: str, leases: Mapping[int, int], ttl: float
+        self, worker: str, leases: Mapping[int, int], ttl: float, *, now: float | None = None
     ) -> frozenset[int]:
         def work(db: sqlite3.Connection) -> frozenset[int]:
-            expires = time.time() + ttl
+            expires = (time.time() if now is None else now) + ttl
             held = set()
             for host_id, generation in leases.items():
                 if db.execute(

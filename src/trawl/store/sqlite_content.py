@@ -12,9 +12,9 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from trawl.content.neardup import Blocks, blocks
-from trawl.store.base import CommitBatch, content_rows, version_row
+from trawl.store.rows import content_rows, version_row
 from trawl.store.sqlite_ids import row_of
+from trawl.store.values import Blocks, CommitBatch, blocks
 
 _IN_CHUNK = 500
 """Values per ``IN (...)`` list, below SQLite's variable limit."""

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from trawl.store.base import CLAIM_COLUMNS
+from trawl.store.rows import CLAIM_COLUMNS
 from trawl.store.sqlite_content import select_in
 
 STAGED = (
