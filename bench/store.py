@@ -55,7 +55,7 @@ from trawl.frontier.inlinks import InlinkCounter
 from trawl.frontier.queue import Frontier
 from trawl.frontier.seen import SeenSet
 from trawl.politeness.scheduler import HostScheduler
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import CommitBatch, NewURL, Outcome, QueuedURL, State
 
 DOMAIN = "example.com"

@@ -30,7 +30,7 @@ from trawl.crawl.commit import merge
 from trawl.demo import Site, SiteServer, generate_site
 from trawl.ops.export import COLUMNS
 from trawl.options import OPTIONS, Group
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, Fence, Outcome, State
 
 # Fast settings for tests, given through a config file.

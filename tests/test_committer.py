@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trawl.crawl.commit import Committer
 from trawl.frontier.seen import SeenSet
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, CommitResult
 
 

@@ -22,7 +22,7 @@ from trawl.demo import Response, Site, SiteServer
 from trawl.extract.urls import url_hash
 from trawl.frontier.seen import SeenSet
 from trawl.store.location import SCHEMA_PREFIX, StoreLocation
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, NewURL
 
 __all__ = ["crawl_name"]

@@ -9,7 +9,7 @@ from trawl.config import Politeness
 from trawl.extract.urls import url_hash
 from trawl.frontier.queue import Frontier
 from trawl.politeness.scheduler import HostScheduler
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, NewURL
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from trawl.extract.urls import url_hash
 from trawl.frontier.seen import SeenSet
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, NewURL
 
 

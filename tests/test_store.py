@@ -32,8 +32,8 @@ from trawl.store.schema import (
     SQLITE_TYPES,
     migration_statements,
 )
-from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.store.sqlite_frontier import CLAIM_QUEUED
+from trawl.store.sqlite.frontier import CLAIM_QUEUED
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import (
     CommitBatch,
     Duplicates,

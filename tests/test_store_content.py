@@ -23,7 +23,7 @@ from test_store import (
 )
 from trawl.extract.urls import url_hash
 from trawl.store.postgres import PostgresStore
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, StorageKey, blocks
 
 __all__ = ["ENGINES", "open_store", "pg_schema", "store"]

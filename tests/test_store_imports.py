@@ -37,7 +37,7 @@ def test_importing_the_store_loads_nothing_of_the_content_stage() -> None:
     probe = (
         "import sys\n"
         "import trawl.store.protocols, trawl.store.values, trawl.store.rows\n"
-        "import trawl.store.sqlite\n"
+        "import trawl.store.sqlite.store\n"
         "print(sorted(m for m in sys.modules if m.startswith('trawl.content')))\n"
     )
     done = subprocess.run(

@@ -17,8 +17,8 @@ import pytest
 
 from test_store import insert, rows, url
 from trawl.store.schema import SQLITE_TYPES, migration_statements
-from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.store.sqlite_frontier import STAGED
+from trawl.store.sqlite.frontier import STAGED
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, blocks
 
 INBOX = 5
@@ -193,7 +193,7 @@ async def test_no_statement_by_url_id_reads_a_whole_table(
 OPEN_AND_MEASURE = """
 import asyncio, sys
 from pathlib import Path
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 
 def kib(field):
     with open("/proc/self/status") as status:

@@ -25,7 +25,7 @@ never wrap. The writer bounds it: once the log file passes ``wal_limit`` bytes i
 TRUNCATE checkpoint itself; by then the thread has usually copied and synced nearly
 everything, so that costs little (about 0.13 s per 256 MB of log in ``bench.store``).
 It does not when one transaction alone fills the log: a merge of the id index and the
-frontier (trawl.store.sqlite_ids, trawl.store.sqlite_frontier) writes most of both, about
+frontier (trawl.store.sqlite.ids, trawl.store.sqlite.frontier) writes most of both, about
 34 bytes a known URL, so the bound sits above the merges of a 10 M URL crawl.
 """
 

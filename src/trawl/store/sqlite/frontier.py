@@ -9,7 +9,7 @@ A commit's new URLs belong to hundreds of hosts, and inserting each into ``ready
 before it, into a partial index on ``urls``) dirtied a leaf of it for every one or two
 URLs, which the commit and then the checkpoint wrote out whole. So a new row waits in
 ``temp.staged``, a table of the same shape in RAM that the log never sees, and a merge,
-run with the id index's (trawl.store.sqlite_ids), moves the staged entries into
+run with the id index's (trawl.store.sqlite.ids), moves the staged entries into
 ``ready`` in its key order, each leaf written once for all the entries it gains. Claims
 read both tables.
 
@@ -26,7 +26,7 @@ from operator import itemgetter
 from typing import Any
 
 from trawl.store.rows import CLAIM_COLUMNS
-from trawl.store.sqlite_content import select_in
+from trawl.store.sqlite.content import select_in
 
 STAGED = (
     "CREATE TEMP TABLE IF NOT EXISTS staged (host_id INTEGER NOT NULL, rank REAL NOT NULL, "
@@ -140,7 +140,7 @@ def merge_staged(db: sqlite3.Connection) -> None:
     written once. Runs inside a transaction.
 
     ``OR IGNORE`` changes nothing (no entry is in both) but spares the statement its
-    journal (trawl.store.sqlite_ids.merge_inbox)."""
+    journal (trawl.store.sqlite.ids.merge_inbox)."""
     db.execute(
         "INSERT OR IGNORE INTO ready (host_id, rank, seq) "
         "SELECT host_id, rank, seq FROM temp.staged ORDER BY host_id, rank, seq"

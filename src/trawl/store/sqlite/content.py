@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from trawl.store.rows import content_rows, version_row
-from trawl.store.sqlite_ids import row_of
+from trawl.store.sqlite.ids import row_of
 from trawl.store.values import Blocks, CommitBatch, blocks
 
 _IN_CHUNK = 500
