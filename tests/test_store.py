@@ -32,7 +32,7 @@ from trawl.store.schema import (
     SQLITE_TYPES,
     migration_statements,
 )
-from trawl.store.sqlite.frontier import CLAIM_QUEUED
+from trawl.store.sqlite.sql import CLAIM_QUEUED
 from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import (
     CommitBatch,

@@ -17,7 +17,7 @@ import pytest
 
 from test_store import insert, rows, url
 from trawl.store.schema import SQLITE_TYPES, migration_statements
-from trawl.store.sqlite.frontier import STAGED
+from trawl.store.sqlite.sql import STAGED
 from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, blocks
 

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from trawl.resource import Resource
+from trawl.store.sqlite import sql
 
 WAL_LIMIT = 1024 * 1024 * 1024
 """Default size of the log file at which the writer checkpoints and truncates it. At 256
@@ -91,7 +92,7 @@ class Checkpointer(Resource):
     def _run(self) -> None:
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(sql.SYNCHRONOUS_NORMAL)
             while True:
                 self._wanted.wait()
                 self._wanted.clear()
@@ -99,7 +100,7 @@ class Checkpointer(Resource):
                 if self._stop:
                     return
                 self._rows = 0
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                conn.execute(sql.CHECKPOINT_PASSIVE).fetchall()
                 self.checkpoints += 1
                 self._hurry.wait(self._pause)
         except sqlite3.Error:
@@ -122,7 +123,7 @@ def truncate_wal(conn: sqlite3.Connection, attempts: int = 100) -> None:
     thread's in progress makes SQLite answer busy at once: wait for it a little and try
     again; a reader still in the way after that only postpones the cut."""
     for _ in range(attempts):
-        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        (busy, _, _) = conn.execute(sql.CHECKPOINT_TRUNCATE).fetchone()
         if not busy:
             return
         time.sleep(0.005)

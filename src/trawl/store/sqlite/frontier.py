@@ -25,54 +25,20 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from trawl.store.rows import CLAIM_COLUMNS
+from trawl.store.sqlite import sql
 from trawl.store.sqlite.content import select_in
-
-STAGED = (
-    "CREATE TEMP TABLE IF NOT EXISTS staged (host_id INTEGER NOT NULL, rank REAL NOT NULL, "
-    "seq INTEGER NOT NULL, PRIMARY KEY (host_id, rank, seq)) WITHOUT ROWID"
-)
-"""The staged entries: ``ready``'s shape, in this connection's database in RAM."""
-
-_STAGE = "INSERT INTO temp.staged (host_id, rank, seq) SELECT "
-"""The start of a statement that stages rows of ``urls`` it selects."""
-_NOT_READY = (
-    "NOT EXISTS (SELECT 1 FROM ready AS r WHERE r.host_id = u.host_id "
-    "AND r.rank = u.rank AND r.seq = u.seq)"
-)
-"""A QUEUED row ``u`` of ``urls`` that ``ready`` lacks: a staged one."""
-_UNSTAGE = "DELETE FROM temp.staged WHERE host_id = ? AND rank = ? AND seq = ?"
-
-_COLUMNS = ", ".join(f"u.{name.strip()}" for name in CLAIM_COLUMNS.split(","))
-
-CLAIM_QUEUED = (
-    f"SELECT r.rank, r.seq, {_COLUMNS} FROM {{table}} AS r JOIN urls AS u ON u.seq = r.seq "
-    "WHERE r.host_id = ? AND u.next_fetch_at <= ? ORDER BY r.rank, r.seq LIMIT ?"
-)
-"""A host's due QUEUED URLs in ``{table}`` (``ready`` or ``temp.staged``), best rank
-first and equal ranks as they were stored (commit by commit, a commit's URLs in hash
-order), each as (rank, seq, ``CLAIM_COLUMNS``...): read in key order, with no sort."""
-
-QUEUED_COUNT = (
-    "(SELECT COUNT(*) FROM ready WHERE ready.host_id = hosts.id) "
-    "+ (SELECT COUNT(*) FROM temp.staged WHERE staged.host_id = hosts.id)"
-)
-"""A host's QUEUED rows (an expression on ``hosts``)."""
 
 
 def open_staging(db: sqlite3.Connection) -> None:
     """Create ``temp.staged`` and stage again the QUEUED rows stored since the last
     merge that ``ready`` lacks."""
-    db.execute(STAGED)
-    db.execute(
-        f"{_STAGE}u.host_id, u.rank, u.seq FROM ids_inbox AS i JOIN urls AS u "
-        f"ON u.seq = i.seq WHERE u.state = 0 AND {_NOT_READY}"
-    )
+    db.execute(sql.STAGED)
+    db.execute(sql.STAGE_INBOX)
 
 
 def stage_since(db: sqlite3.Connection, seq: int) -> None:
     """Stage every row stored after ``seq`` (a commit's new URLs)."""
-    db.execute(f"{_STAGE}host_id, rank, seq FROM urls WHERE seq > ?", (seq,))
+    db.execute(sql.STAGE_SINCE, (seq,))
 
 
 def claim_rows(
@@ -83,56 +49,35 @@ def claim_rows(
     ``temp.staged``; the caller marks them all CLAIMED, and the trigger takes the others
     out of ``ready``."""
     parameters = (host_id, now, limit)
-    rows = db.execute(CLAIM_QUEUED.format(table="ready"), parameters).fetchall()
-    staged = db.execute(CLAIM_QUEUED.format(table="temp.staged"), parameters).fetchall()
+    rows = db.execute(sql.CLAIM_READY, parameters).fetchall()
+    staged = db.execute(sql.CLAIM_STAGED, parameters).fetchall()
     if staged:
         from_staging = {row[1] for row in staged}
         rows = sorted(rows + staged, key=itemgetter(0, 1))[:limit]  # rank, seq
         db.executemany(
-            _UNSTAGE, [(host_id, row[0], row[1]) for row in rows if row[1] in from_staging]
+            sql.UNSTAGE, [(host_id, row[0], row[1]) for row in rows if row[1] in from_staging]
         )
     return [row[1:] for row in rows]
 
 
-def queued_seqs(host_id: str) -> str:
-    """SQL for the ``seq`` of every QUEUED row of the host given as ``host_id`` (a
-    parameter), in ``ready`` or staged."""
-    return (
-        f"SELECT seq FROM ready WHERE host_id = {host_id} "
-        f"UNION ALL SELECT seq FROM temp.staged WHERE host_id = {host_id}"
-    )
-
-
 def unstage_host(db: sqlite3.Connection, host_id: int) -> None:
     """Forget a host's staged rows, which left the queue."""
-    db.execute("DELETE FROM temp.staged WHERE host_id = ?", (host_id,))
+    db.execute(sql.UNSTAGE_HOST, (host_id,))
 
 
 def lift(db: sqlite3.Connection, ids: Sequence[int]) -> list[int]:
     """Take the staged rows of the URL ``ids`` out of ``temp.staged`` before their rank
     may change: the trigger files the ones that change in ``ready`` at their new rank,
     and :func:`restore` stages the others again. Returns their ``seq``s."""
-    places = list(
-        select_in(
-            db,
-            "SELECT s.host_id, s.rank, s.seq FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
-            "JOIN temp.staged AS s ON s.host_id = u.host_id AND s.rank = u.rank "
-            "AND s.seq = u.seq WHERE k.id IN",
-            ids,
-        )
-    )
-    db.executemany(_UNSTAGE, places)
+    places = list(select_in(db, sql.STAGED_OF, ids))
+    db.executemany(sql.UNSTAGE, places)
     return [int(place[2]) for place in places]
 
 
 def restore(db: sqlite3.Connection, seqs: Sequence[int]) -> None:
     """Stage again the rows :func:`lift` took out that are still QUEUED and that the
     trigger did not file in ``ready`` (their rank did not change)."""
-    db.executemany(
-        f"{_STAGE}u.host_id, u.rank, u.seq FROM urls AS u "
-        f"WHERE u.seq = ? AND u.state = 0 AND {_NOT_READY}",
-        [(seq,) for seq in seqs],
-    )
+    db.executemany(sql.RESTAGE, [(seq,) for seq in seqs])
 
 
 def merge_staged(db: sqlite3.Connection) -> None:
@@ -141,8 +86,5 @@ def merge_staged(db: sqlite3.Connection) -> None:
 
     ``OR IGNORE`` changes nothing (no entry is in both) but spares the statement its
     journal (trawl.store.sqlite.ids.merge_inbox)."""
-    db.execute(
-        "INSERT OR IGNORE INTO ready (host_id, rank, seq) "
-        "SELECT host_id, rank, seq FROM temp.staged ORDER BY host_id, rank, seq"
-    )
-    db.execute("DELETE FROM temp.staged")
+    db.execute(sql.MERGE_STAGED)
+    db.execute(sql.EMPTY_STAGED)

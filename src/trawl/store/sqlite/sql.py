@@ -1,19 +1,171 @@
-"""The SQL of the embedded store (trawl.store.sqlite.store), as named statements.
+"""The SQL of the embedded engine (trawl.store.sqlite), as named statements.
 
 Each constant is one statement or a fragment of one, with its parameters named in its
-docstring where their order is not plain from the text. The id index's and the
-frontier's own statements live with their code (trawl.store.sqlite.ids,
-trawl.store.sqlite.frontier), which the statements here build on; the tables are made by
-the migrations both engines share (trawl.store.schema).
+docstring where their order is not plain from the text; the modules that run them hold
+the logic. The tables are made by the migrations both engines share (trawl.store.schema).
 """
 
 from __future__ import annotations
 
 from trawl.frontier.priority import DEPTH_WEIGHT, LEVEL_STEP
-from trawl.store.rows import export_columns
-from trawl.store.sqlite.frontier import QUEUED_COUNT, queued_seqs
-from trawl.store.sqlite.ids import ROW_OF, by_id, row_of
-from trawl.store.values import Kind, State
+from trawl.store.rows import CLAIM_COLUMNS, export_columns
+from trawl.store.values import BLOCKS, Kind, State
+
+# The id index (trawl.store.sqlite.ids).
+
+ROW_OF = "(SELECT seq FROM url_ids WHERE id = {})"
+"""The ``seq`` of the row holding a URL id, given as a SQL parameter (``?``, ``?3``);
+NULL when no row does. Both tables are searched by their keys."""
+
+
+def row_of(parameter: str) -> str:
+    """:data:`ROW_OF` for one parameter."""
+    return ROW_OF.format(parameter)
+
+
+def by_id(columns: str, where: str = "") -> str:
+    """A query for ``urls`` rows in id order, each reached from its id.
+
+    ``columns`` may name ``k.id`` (the URL id, which orders the result) and any column of
+    ``urls`` as ``u``; ``where`` is extra conditions on them, joined with AND. The query
+    reads both tables of ids in key order and merges them, without sorting; its
+    parameters are the ones ``columns`` and ``where`` use, numbered (``?1``).
+    """
+    condition = f" WHERE {where}" if where else ""
+    arms = (
+        f"SELECT {columns} FROM {table} AS k JOIN urls AS u ON u.seq = k.seq{condition}"
+        for table in ("ids", "ids_inbox")
+    )
+    return " UNION ALL ".join(arms) + " ORDER BY 1"
+
+
+LAST_SEQ = "SELECT COALESCE(MAX(seq), 0) FROM urls"
+FILE_SINCE = "INSERT INTO ids_inbox (id, seq) SELECT id, seq FROM urls WHERE seq > ?"
+"""Files in the inbox the id of every row stored after a ``seq``."""
+INBOX_SIZE = "SELECT COUNT(*) FROM ids_inbox"
+MERGE_INBOX = "INSERT OR IGNORE INTO ids (id, seq) SELECT id, seq FROM ids_inbox ORDER BY id"
+EMPTY_INBOX = "DELETE FROM ids_inbox"
+
+# The frontier (trawl.store.sqlite.frontier).
+
+STAGED = (
+    "CREATE TEMP TABLE IF NOT EXISTS staged (host_id INTEGER NOT NULL, rank REAL NOT NULL, "
+    "seq INTEGER NOT NULL, PRIMARY KEY (host_id, rank, seq)) WITHOUT ROWID"
+)
+"""The staged entries: ``ready``'s shape, in this connection's database in RAM."""
+_STAGE = "INSERT INTO temp.staged (host_id, rank, seq) SELECT "
+"""The start of a statement that stages rows of ``urls`` it selects."""
+_NOT_READY = (
+    "NOT EXISTS (SELECT 1 FROM ready AS r WHERE r.host_id = u.host_id "
+    "AND r.rank = u.rank AND r.seq = u.seq)"
+)
+"""A QUEUED row ``u`` of ``urls`` that ``ready`` lacks: a staged one."""
+STAGE_INBOX = (
+    f"{_STAGE}u.host_id, u.rank, u.seq FROM ids_inbox AS i JOIN urls AS u "
+    f"ON u.seq = i.seq WHERE u.state = 0 AND {_NOT_READY}"
+)
+"""Stages again the QUEUED rows stored since the last merge that ``ready`` lacks."""
+STAGE_SINCE = f"{_STAGE}host_id, rank, seq FROM urls WHERE seq > ?"
+"""Stages every row stored after a ``seq``."""
+RESTAGE = (
+    f"{_STAGE}u.host_id, u.rank, u.seq FROM urls AS u "
+    f"WHERE u.seq = ? AND u.state = 0 AND {_NOT_READY}"
+)
+"""Stages a row again if it is QUEUED and ``ready`` lacks it (parameter: its seq)."""
+UNSTAGE = "DELETE FROM temp.staged WHERE host_id = ? AND rank = ? AND seq = ?"
+UNSTAGE_HOST = "DELETE FROM temp.staged WHERE host_id = ?"
+STAGED_OF = (
+    "SELECT s.host_id, s.rank, s.seq FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
+    "JOIN temp.staged AS s ON s.host_id = u.host_id AND s.rank = u.rank "
+    "AND s.seq = u.seq WHERE k.id IN"
+)
+"""The staged entries of some URL ids."""
+MERGE_STAGED = (
+    "INSERT OR IGNORE INTO ready (host_id, rank, seq) "
+    "SELECT host_id, rank, seq FROM temp.staged ORDER BY host_id, rank, seq"
+)
+EMPTY_STAGED = "DELETE FROM temp.staged"
+
+_COLUMNS = ", ".join(f"u.{name.strip()}" for name in CLAIM_COLUMNS.split(","))
+
+CLAIM_QUEUED = (
+    f"SELECT r.rank, r.seq, {_COLUMNS} FROM {{table}} AS r JOIN urls AS u ON u.seq = r.seq "
+    "WHERE r.host_id = ? AND u.next_fetch_at <= ? ORDER BY r.rank, r.seq LIMIT ?"
+)
+"""A host's due QUEUED URLs in ``{table}`` (``ready`` or ``temp.staged``), best rank
+first and equal ranks as they were stored (commit by commit, a commit's URLs in hash
+order), each as (rank, seq, ``CLAIM_COLUMNS``...): read in key order, with no sort."""
+CLAIM_READY = CLAIM_QUEUED.format(table="ready")
+CLAIM_STAGED = CLAIM_QUEUED.format(table="temp.staged")
+
+QUEUED_COUNT = (
+    "(SELECT COUNT(*) FROM ready WHERE ready.host_id = hosts.id) "
+    "+ (SELECT COUNT(*) FROM temp.staged WHERE staged.host_id = hosts.id)"
+)
+"""A host's QUEUED rows (an expression on ``hosts``)."""
+
+
+def queued_seqs(host_id: str) -> str:
+    """SQL for the ``seq`` of every QUEUED row of the host given as ``host_id`` (a
+    parameter), in ``ready`` or staged."""
+    return (
+        f"SELECT seq FROM ready WHERE host_id = {host_id} "
+        f"UNION ALL SELECT seq FROM temp.staged WHERE host_id = {host_id}"
+    )
+
+
+# The content tables (trawl.store.sqlite.content).
+
+SIMHASH_CANDIDATES = (
+    "SELECT b.url_id, u.simhash FROM ("
+    + " UNION ALL ".join(
+        f"SELECT url_id, added FROM simhash_blocks WHERE block_no = {n} AND block_value = ?"
+        for n in range(BLOCKS)
+    )
+    + f") AS b JOIN urls AS u ON u.seq = {row_of('b.url_id')} "
+    "WHERE u.simhash IS NOT NULL GROUP BY b.url_id ORDER BY MIN(b.added), b.url_id"
+)
+"""Indexed pages sharing a block with the given ones (parameters: the four blocks),
+each once, earliest indexed first."""
+CONTENT_OWNERS = "SELECT content_hash, url_id FROM content_owners WHERE content_hash IN"
+CONTENT_HASHES = (
+    "SELECT k.id, u.content_hash FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
+    "WHERE u.content_hash IS NOT NULL AND k.id IN"
+)
+CANONICALS = (
+    "SELECT k.id, u.canonical FROM url_ids AS k JOIN urls AS u ON u.seq = k.seq "
+    "WHERE u.canonical IS NOT NULL AND k.id IN"
+)
+ADD_OWNER = (
+    "INSERT INTO content_owners (content_hash, url_id) VALUES (?, ?) "
+    "ON CONFLICT (content_hash) DO NOTHING"
+)
+"""Makes a page the owner of a content hash nobody owns yet."""
+HAND_OVER = (
+    "INSERT INTO content_owners (content_hash, url_id) VALUES (?, ?) "
+    "ON CONFLICT (content_hash) DO UPDATE SET url_id = excluded.url_id"
+)
+"""Makes a page the owner of a content hash, whoever owned it."""
+INDEX_BLOCK = (
+    "INSERT INTO simhash_blocks (url_id, block_no, block_value, added) "
+    "VALUES (?, ?, ?, ?) ON CONFLICT (url_id, block_no) DO UPDATE SET "
+    "block_value = excluded.block_value, added = excluded.added"
+)
+ADD_VERSION = (
+    "INSERT INTO versions (url_id, fetched_at, status, content_hash, simhash, "
+    "warc_file, warc_offset, warc_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (url_id, fetched_at) DO NOTHING"
+)
+UNINDEX = "DELETE FROM simhash_blocks WHERE url_id = ?"
+SET_DUPLICATES = (
+    f"UPDATE urls SET duplicate_of = ?, near_duplicate_of = ? WHERE seq = {row_of('?')}"
+)
+
+# Checkpoints (trawl.store.sqlite.checkpoint).
+
+SYNCHRONOUS_NORMAL = "PRAGMA synchronous = NORMAL"
+CHECKPOINT_PASSIVE = "PRAGMA wal_checkpoint(PASSIVE)"
+CHECKPOINT_TRUNCATE = "PRAGMA wal_checkpoint(TRUNCATE)"
 
 # Opening the database.
 
@@ -21,7 +173,7 @@ BUSY_TIMEOUT = "PRAGMA busy_timeout = 10000"
 WAL_MODE = "PRAGMA journal_mode = WAL"
 WRITER_PRAGMAS = (
     WAL_MODE,
-    "PRAGMA synchronous = NORMAL",
+    SYNCHRONOUS_NORMAL,
     "PRAGMA cache_size = -65536",
     "PRAGMA wal_autocheckpoint = 0",
 )
