@@ -285,6 +285,7 @@ def lease_statement(open_store: OpenStore, holding: list[int]) -> str:
             "limit": 1,
             "ttl": 60,
             "holding": f"'{{{str(holding)[1:-1]}}}'",
+            "now": "1e12",
         }
     values = ["1e12", "'w'", f"'{holding}'", "'w'", "1e12", "1"]
     parts = LEASABLE.split("?")

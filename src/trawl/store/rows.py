@@ -19,7 +19,8 @@ CLAIM_COLUMNS = (
     "id, url, host_id, depth, redirect_hops, attempts, origin, kind, priority, fetched_at, "
     "status, etag, last_modified, change_hash, revisit_interval"
 )
-"""The ``urls`` columns a claim returns, in :class:`QueuedURL` field order."""
+"""The ``urls`` columns a claim returns, in the field order of
+trawl.store.values.QueuedURL."""
 
 
 def settle_fences(batch: CommitBatch, generations: Mapping[int, int]) -> int:
