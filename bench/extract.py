@@ -33,7 +33,7 @@ from trawl.extract.parser import ParsedPage, parse_html
 from trawl.extract.pool import Extractor, ExtractSettings
 from trawl.extract.scope import Scope
 from trawl.extract.urls import DEFAULT_RULES
-from trawl.store.base import CommitBatch
+from trawl.store.values import CommitBatch
 
 AGENT = "trawl"
 

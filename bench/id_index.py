@@ -6,7 +6,7 @@ on a host that moves along as a crawl's pages do, the rest on one of ``--hosts``
 random) into ``urls`` with the frontier's partial index, after looking up ``--lookups``
 known ids and reading each one's URL text, as the seen-set's look-ups do. The settings
 are the store's: WAL, ``synchronous = NORMAL``, a 64 MB page cache, and the store's own
-checkpoints (trawl.store.checkpoint: paced passive checkpoints on their own thread, a
+checkpoints (trawl.store.sqlite.checkpoint: paced passive checkpoints on their own thread, a
 truncating one past ``WAL_LIMIT`` of log).
 
 Layouts:
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from trawl.store.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
+from trawl.store.sqlite.checkpoint import WAL_LIMIT, Checkpointer, truncate_wal, wal_bytes
 
 LAYOUTS = ("inplace", "inbox")
 REPORT_EVERY = 1_000_000

@@ -55,8 +55,8 @@ from trawl.frontier.inlinks import InlinkCounter
 from trawl.frontier.queue import Frontier
 from trawl.frontier.seen import SeenSet
 from trawl.politeness.scheduler import HostScheduler
-from trawl.store.base import CommitBatch, NewURL, Outcome, QueuedURL, State
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import CommitBatch, NewURL, Outcome, QueuedURL, State
 
 DOMAIN = "example.com"
 NAV_LINKS = 20

@@ -40,9 +40,9 @@ from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import GuardedResolver
 from trawl.fetch.retry import RetryPolicy
 from trawl.ops.summary import Summary
-from trawl.store.base import State
 from trawl.store.location import StoreLocation
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
+from trawl.store.values import State
 
 
 def _source(so: Path) -> Path:

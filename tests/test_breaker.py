@@ -7,7 +7,7 @@ from test_crawl import page
 from trawl.config import Breaker
 from trawl.demo import Response, Route, Site, SiteServer
 from trawl.fetch.retry import RetryPolicy
-from trawl.store.base import State
+from trawl.store.values import State
 
 BROKEN_PAGES = 30
 

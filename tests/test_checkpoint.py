@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from trawl.extract.urls import url_hash
-from trawl.store.base import CommitBatch, NewURL
-from trawl.store.checkpoint import Checkpointer, wal_bytes
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite.checkpoint import Checkpointer, wal_bytes
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import CommitBatch, NewURL
 
 PER_BATCH = 2000
 
@@ -106,7 +106,7 @@ _WRITER = """
 import asyncio, os, signal, sys
 from pathlib import Path
 from tests.test_checkpoint import batch_of, PER_BATCH
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 
 async def main():
     async with SQLiteStore(Path(sys.argv[1]), wal_limit=2 * 1024 * 1024) as store:

@@ -30,8 +30,8 @@ from trawl.crawl.commit import merge
 from trawl.demo import Site, SiteServer, generate_site
 from trawl.ops.export import COLUMNS
 from trawl.options import OPTIONS, Group
-from trawl.store.base import CommitBatch, Fence, Outcome, State
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, Fence, Outcome, State
 
 # Fast settings for tests, given through a config file.
 FAST = {"delay": 0, "response_factor": 0.5, "retry_base": 0.05, "retry_cap": 1}

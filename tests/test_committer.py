@@ -8,8 +8,8 @@ from pathlib import Path
 
 from trawl.crawl.commit import Committer
 from trawl.frontier.seen import SeenSet
-from trawl.store.base import CommitBatch, CommitResult
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, CommitResult
 
 
 def page() -> CommitBatch:

@@ -29,7 +29,7 @@ from trawl.crawl.runner import TEXT_DIR, WARC_DIR
 from trawl.demo import Response, Site, SiteServer
 from trawl.extract.urls import url_hash
 from trawl.store.location import StoreLocation
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
 
 __all__ = ["crawl_name"]
 

@@ -20,7 +20,7 @@ from typing import Any
 from test_resume import CONCURRENCY, crawl_command, run_to_end, server, start_and_wait
 from trawl.crawl.runner import TEXT_DIR
 from trawl.demo import SiteServer
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
 
 __all__ = ["server"]
 

@@ -7,13 +7,12 @@ from pathlib import Path
 
 from test_content_crawl import read_text_output
 from test_store import ENGINES, Engine, insert, open_store, pg_schema, rows, store
-from trawl.content.neardup import blocks
 from trawl.content.stage import ContentStage, FetchedContent
 from trawl.content.text import PageText
 from trawl.content.text_files import TextWriter
 from trawl.crawl.runner import TEXT_DIR
 from trawl.extract.urls import url_hash
-from trawl.store.base import CommitBatch, NewURL, Outcome, State
+from trawl.store.values import CommitBatch, NewURL, Outcome, State, blocks
 
 __all__ = ["ENGINES", "open_store", "pg_schema", "store"]
 
@@ -28,8 +27,8 @@ def page(name: str) -> NewURL:
 
 def fetched(
     p: NewURL, at: float, content_hash: str, canonical: NewURL | None = None
-) -> CommitBatch:
-    """The batch of one fetch of ``p`` with main text of hash ``content_hash``."""
+) -> tuple[Outcome, FetchedContent]:
+    """The outcome and content of one fetch of ``p`` with main text of hash ``content_hash``."""
     text = PageText("Recipe", "en", f"text {content_hash[0]}", content_hash, SIMHASH)
     outcome = Outcome(
         p.id, 1, State.DONE, 1, status=200, fetched_at=at, content_hash=content_hash,
@@ -39,19 +38,18 @@ def fetched(
         p.id, p.url, p.url, at, 200, text, content_hash, 0, None,
         canonical=None if canonical is None else canonical.id,
     )  # fmt: skip
-    return CommitBatch(outcomes=[outcome], content=[content])
+    return outcome, content
 
 
-async def run(store: Engine, directory: Path, *batches: CommitBatch) -> CommitBatch:
-    """Claim every queued URL, then decide and commit ``batches`` as one batch."""
-    batch = CommitBatch()
-    for part in batches:
-        batch.outcomes.extend(part.outcomes)
-        batch.content.extend(part.content)
+async def run(
+    store: Engine, directory: Path, *fetches: tuple[Outcome, FetchedContent]
+) -> CommitBatch:
+    """Claim every queued URL, then decide and commit ``fetches`` as one batch."""
+    batch = CommitBatch(outcomes=[outcome for outcome, _ in fetches])
     host = (await store.host_ids(["a.test"]))["a.test"]
     await store.claim({host: 100}, now=1e12)
     with TextWriter(directory / TEXT_DIR) as writer:
-        await ContentStage(store, text=writer).process(batch)
+        await ContentStage(store, text=writer).process(batch, [page for _, page in fetches])
     await store.commit(batch)
     await store.recover()
     return batch

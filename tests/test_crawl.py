@@ -20,7 +20,7 @@ from trawl.config import Limits, Politeness
 from trawl.demo import Response, Route, Site, SiteServer, generate_site
 from trawl.demo.generator import CRAWL_DELAY
 from trawl.fetch.retry import RetryPolicy
-from trawl.store.base import State
+from trawl.store.values import State
 
 TOLERANCE = 0.02
 """Seconds of clock slack allowed when comparing server-side gaps with a delay."""

@@ -16,7 +16,7 @@ from trawl.config import Limits, Politeness, ScopeConfig
 from trawl.demo import Response, Site, SiteServer, generate_site, route_key
 from trawl.extract.pool import parse_workers
 from trawl.extract.scope import ScopeMode
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
 
 
 def html(*hrefs: str, head: str = "") -> bytes:

@@ -29,7 +29,7 @@ from test_cli import FAST, Run, assert_one_error_line, make_site, trawl, write_c
 from trawl.cli.commands import main
 from trawl.crawl.runner import TEXT_DIR, WARC_DIR
 from trawl.demo import SiteServer
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
 
 __all__ = ["crawl_name"]
 

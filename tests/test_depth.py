@@ -21,9 +21,9 @@ from trawl.config import Limits
 from trawl.demo import Response, Site, SiteServer
 from trawl.extract.urls import url_hash
 from trawl.frontier.seen import SeenSet
-from trawl.store.base import CommitBatch, NewURL
 from trawl.store.location import SCHEMA_PREFIX, StoreLocation
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, NewURL
 
 __all__ = ["crawl_name"]
 

@@ -15,7 +15,7 @@ import pytest
 from trawl.content.events import EventWriter, PageFetched, event_json
 from trawl.errors import UsageError
 from trawl.extract.urls import url_hash
-from trawl.store.base import StorageKey
+from trawl.store.values import StorageKey
 from writer_child import LIMIT, write_then_kill, write_until_full
 
 

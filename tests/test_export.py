@@ -22,7 +22,7 @@ from test_cli import trawl
 from test_content_crawl import TEMPLATE_CANONICAL, make_site, path_of
 from trawl.demo import SiteServer
 from trawl.ops.export import COLUMNS
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
 
 
 @pytest.fixture(scope="module")

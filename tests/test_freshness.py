@@ -26,7 +26,7 @@ from trawl.config import Freshness, Limits, RecrawlPass
 from trawl.demo import Response, Site, SiteServer, generate_site
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.frontier.priority import LEVEL_STEP, priority
-from trawl.store.base import State
+from trawl.store.values import State
 
 __all__ = ["crawl_name"]
 

@@ -9,8 +9,8 @@ from trawl.config import Politeness
 from trawl.extract.urls import url_hash
 from trawl.frontier.queue import Frontier
 from trawl.politeness.scheduler import HostScheduler
-from trawl.store.base import CommitBatch, NewURL
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, NewURL
 
 
 def discovered(host: str, count: int) -> CommitBatch:

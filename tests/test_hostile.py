@@ -63,7 +63,7 @@ from trawl.extract.pool import Extractor, ExtractSettings
 from trawl.extract.soft404 import PROBE_PREFIX
 from trawl.extract.urls import DEFAULT_RULES, Rejection, normalize
 from trawl.fetch.fetcher import FetchError
-from trawl.store.base import State
+from trawl.store.values import State
 
 MAX_BODY = Limits().max_body
 """The crawl runs with the default body cap, so the bomb meets what users get."""

@@ -7,7 +7,7 @@ import pytest
 from trawl.config import Politeness
 from trawl.politeness.robots_parser import parse_robots
 from trawl.politeness.scheduler import HostScheduler, HostSlot
-from trawl.store.base import QueuedURL
+from trawl.store.values import QueuedURL
 
 
 class VirtualClock:

@@ -16,7 +16,7 @@ from trawl.frontier.known_ids import (
     _screen_for,
     _table_maker,
 )
-from trawl.store.base import NewURL
+from trawl.store.values import NewURL
 
 TABLES: dict[str, Callable[[int], Table]] = {"reference": _Generation}
 """The generations' tables to test: the reference, and the C one where it is built."""

@@ -19,8 +19,8 @@ from trawl.extract.pool import ExtractPool, ExtractSettings
 from trawl.extract.urls import host_key, url_hash
 from trawl.politeness.robots_parser import agent_token
 from trawl.politeness.scheduler import HostSlot
-from trawl.store.base import CommitBatch, NewURL
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, NewURL
 
 ROOT = "http://www.lease.test"
 TTL = 1.5

@@ -6,7 +6,7 @@ from trawl.extract import links
 from trawl.extract.links import LinkFilter
 from trawl.extract.scope import Scope
 from trawl.extract.urls import DEFAULT_RULES, url_hash
-from trawl.store.base import CommitBatch
+from trawl.store.values import CommitBatch
 
 
 def make_filter() -> LinkFilter:

@@ -19,7 +19,7 @@ from dns_server import ScriptedDns
 from test_cli import FAST, Run, trawl, write_config
 from test_crawl import page, robots
 from trawl.demo import Response, Site, SiteServer
-from trawl.store.base import State
+from trawl.store.values import State
 
 WWW = "www.hosts.test"
 GONE = "gone.hosts.test"

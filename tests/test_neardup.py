@@ -12,8 +12,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trawl.content.neardup import BlockIndex, MemoryBlockIndex, NearDuplicates, blocks
+from trawl.content.neardup import BlockIndex, MemoryBlockIndex, NearDuplicates
 from trawl.content.text import NEAR_DUPLICATE_BITS, hamming
+from trawl.store.values import blocks
 
 MASK64 = (1 << 64) - 1
 signed64 = st.integers(-(1 << 63), (1 << 63) - 1)

@@ -20,7 +20,7 @@ from trawl.config import CrawlConfig
 from trawl.demo import SiteServer
 from trawl.options import LOCAL_NAMES, OPTIONS, Kept, Kind, Option
 from trawl.policy import policy_json
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "OPTIONS.md"
 SEED = "http://a.test/"

@@ -11,7 +11,7 @@ from test_crawl import page, peak_overlap
 from trawl.config import Politeness
 from trawl.demo import Response, Route, Site, SiteServer
 from trawl.politeness.scheduler import HostScheduler
-from trawl.store.base import QueuedURL
+from trawl.store.values import QueuedURL
 
 HOSTS, PAGES = 6, 3
 

@@ -19,8 +19,8 @@ from pg import crawl_name
 from trawl.crawl.runner import read_summary
 from trawl.demo import SiteServer, generate_site
 from trawl.extract.urls import url_hash
-from trawl.store.base import CommitBatch, NewURL
 from trawl.store.location import StoreLocation
+from trawl.store.values import CommitBatch, NewURL
 
 __all__ = ["crawl_name"]
 

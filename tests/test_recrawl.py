@@ -17,15 +17,7 @@ from trawl.errors import UsageError
 from trawl.freshness.recrawl import RecrawlPolicy, revisit
 from trawl.frontier.inlinks import Counts, InlinkCounter, _Counts, _counts_maker
 from trawl.frontier.priority import DEFAULT_HORIZON, LEVEL_STEP, MAX_LEVEL, priority, rank
-from trawl.store.base import (
-    CommitBatch,
-    Kind,
-    Listed,
-    Outcome,
-    QueuedURL,
-    Revalidation,
-    State,
-)
+from trawl.store.values import CommitBatch, Kind, Listed, Outcome, QueuedURL, Revalidation, State
 
 __all__ = ["open_store", "pg_schema", "store"]
 

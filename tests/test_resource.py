@@ -10,7 +10,7 @@ from trawl.extract.urls import DEFAULT_RULES
 from trawl.fetch.fetcher import Fetcher
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import GuardedResolver
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 
 
 async def test_resources_close_on_exit_and_close_twice(tmp_path: Path) -> None:

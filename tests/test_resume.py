@@ -24,8 +24,8 @@ import pytest
 
 from conftest import is_page
 from trawl.demo import Site, SiteServer, generate_site
-from trawl.store.base import ExportRow, State
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import ExportRow, State
 
 HOSTS = 6
 PAGES_PER_HOST = 60

@@ -21,7 +21,7 @@ from test_cli import trawl
 from test_store import sqlite_query
 from trawl.demo import Response, Site, SiteServer
 from trawl.store.location import StoreLocation
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
 
 __all__ = ["crawl_name"]
 

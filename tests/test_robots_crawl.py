@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from conftest import CrawlRunner, page_requests
 from trawl.demo import Response, Site, SiteServer
-from trawl.store.base import State
+from trawl.store.values import State
 
 
 def html(*hrefs: str) -> Response:

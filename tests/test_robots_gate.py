@@ -15,8 +15,8 @@ from trawl.extract.urls import DEFAULT_RULES
 from trawl.fetch.fetcher import FetchError
 from trawl.politeness.robots import RobotsGate
 from trawl.politeness.robots_parser import ROBOTS_TTL
-from trawl.store.base import CommitBatch, HostUpdate
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, HostUpdate
 
 
 def moved(location: str) -> Response:

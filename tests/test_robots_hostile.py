@@ -20,7 +20,7 @@ from trawl.config import Timeouts
 from trawl.extract.urls import DEFAULT_RULES
 from trawl.politeness.robots import RobotsAnswer, RobotsGate
 from trawl.politeness.robots_parser import MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 
 HUGE_ROBOTS_SIZE = 5 * 1024 * 1024
 _FILLER = b"# " + b"x" * 77 + b"\n"

@@ -14,8 +14,8 @@ import pytest
 
 from trawl.extract.urls import url_hash
 from trawl.frontier.seen import SeenSet
-from trawl.store.base import CommitBatch, NewURL
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, NewURL
 
 
 def new_url(n: int, host: str = "a.test") -> NewURL:

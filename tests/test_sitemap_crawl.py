@@ -23,7 +23,7 @@ from test_store import sqlite_query
 from trawl.config import Freshness, Limits
 from trawl.demo import Response, Site, SiteServer
 from trawl.frontier.priority import priority
-from trawl.store.base import State
+from trawl.store.values import State
 
 __all__ = ["crawl_name"]
 

@@ -24,8 +24,8 @@ from trawl.config import Limits, Politeness
 from trawl.demo import Response, Site, SiteServer
 from trawl.extract.soft404 import MAX_DISTANCE, PROBE_PREFIX, distance, fingerprint, probe_url
 from trawl.extract.urls import normalize
-from trawl.store.base import State
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
+from trawl.store.values import State
 
 DELAY = 0.05
 TOLERANCE = 0.02

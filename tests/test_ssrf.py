@@ -15,7 +15,7 @@ from conftest import CrawlRunner, page_requests
 from listener import Listener
 from test_crawl import moved, page
 from trawl.demo import Site, SiteServer
-from trawl.store.base import State
+from trawl.store.values import State
 
 ONLY_SERVER = (ipaddress.ip_network("127.0.0.1/32"),)
 

@@ -1,4 +1,4 @@
-"""The store contract: what every engine behind ``trawl.store.base.Store`` must do.
+"""The store contract: what every engine behind ``trawl.store.protocols.Store`` must do.
 
 Each test takes ``open_store``, parametrised by engine name, so a new engine joins by
 adding one entry to :data:`ENGINES`. Failures are provoked for real (a NOT NULL column
@@ -24,7 +24,17 @@ from pg import pg_schema
 from trawl.errors import StoreError
 from trawl.extract.urls import url_hash
 from trawl.frontier.priority import priority
-from trawl.store.base import (
+from trawl.store.postgres import PostgresStore
+from trawl.store.protocols import Store
+from trawl.store.schema import (
+    POSTGRES_TYPES,
+    SCHEMA_VERSION,
+    SQLITE_TYPES,
+    migration_statements,
+)
+from trawl.store.sqlite.sql import CLAIM_QUEUED
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import (
     CommitBatch,
     Duplicates,
     ExportRow,
@@ -35,17 +45,7 @@ from trawl.store.base import (
     RobotsRecord,
     Soft404Record,
     State,
-    Store,
 )
-from trawl.store.postgres import PostgresStore
-from trawl.store.schema import (
-    POSTGRES_TYPES,
-    SCHEMA_VERSION,
-    SQLITE_TYPES,
-    migration_statements,
-)
-from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.store.sqlite_frontier import CLAIM_QUEUED
 
 __all__ = ["pg_schema"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from bench.store import Mix, SyntheticWeb, hosts_for, run
 
-from trawl.store.base import State
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import State
 
 URLS = 40_000
 

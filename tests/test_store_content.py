@@ -21,11 +21,10 @@ from test_store import (
     rows,
     store,
 )
-from trawl.content.neardup import blocks
 from trawl.extract.urls import url_hash
-from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State, StorageKey
 from trawl.store.postgres import PostgresStore
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, StorageKey, blocks
 
 __all__ = ["ENGINES", "open_store", "pg_schema", "store"]
 

@@ -1,14 +1,23 @@
 """Host leases and fencing, on both engines: a host belongs to one worker at a time, each
 lease raises its generation, an expired lease is taken over with its unanswered URLs,
-and the store refuses writes made under a lease that has since passed to another."""
+and the store refuses writes made under a lease that has since passed to another.
+
+The leases run on a virtual clock: every lease method is given ``now``, and time passes
+when a test moves the clock on, never by sleeping. The clock starts at the wall clock's
+time, because ``claim`` judges a worker's leases by the store's own clock: a lease made
+at the clock's start is live to it, and one made after the clock moved on lives on."""
 
 from __future__ import annotations
 
-import asyncio
+import time
+
+import pytest
 
 from test_store import Engine, OpenStore, insert, open_store, pg_schema, queued, rows, store, url
 from trawl.crawl.commit import merge
-from trawl.store.base import (
+from trawl.store.postgres import LEASE
+from trawl.store.sqlite.sql import LEASABLE, REQUEUE_CLAIMED
+from trawl.store.values import (
     STALE_COUNTER,
     CommitBatch,
     Fence,
@@ -18,70 +27,87 @@ from trawl.store.base import (
     RobotsRecord,
     State,
 )
-from trawl.store.postgres import LEASE
-from trawl.store.sqlite import LEASABLE, REQUEUE_CLAIMED
 
 __all__ = ["open_store", "pg_schema", "store"]
 
 A, B = "worker-a", "worker-b"
 
 
-async def test_each_host_is_leased_to_one_worker_at_a_time(store: Engine) -> None:
+class Clock:
+    """The time the tests give the lease methods: the wall clock's at the start, then
+    moved on only by :meth:`advance`."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+async def test_each_host_is_leased_to_one_worker_at_a_time(store: Engine, clock: Clock) -> None:
     await insert(store, *(url(f"h{n}.test", 1) for n in range(5)))
-    first = await store.lease_hosts(A, limit=3, ttl=60)
-    second = await store.lease_hosts(B, limit=10, ttl=60)
+    first = await store.lease_hosts(A, limit=3, ttl=60, now=clock.now)
+    second = await store.lease_hosts(B, limit=10, ttl=60, now=clock.now)
     assert len(first) == 3
     assert len(second) == 2
     assert {lease.host_id for lease in first}.isdisjoint(lease.host_id for lease in second)
     assert all(lease.generation == 1 for lease in [*first, *second])
     held_by_a = {lease.host_id for lease in first}
     held_by_b = {lease.host_id for lease in second}
-    assert await store.lease_hosts(B, limit=10, ttl=60, holding=held_by_b) == []
-    assert await store.lease_hosts(A, limit=10, ttl=60, holding=held_by_a) == []
+    assert await store.lease_hosts(B, limit=10, ttl=60, holding=held_by_b, now=clock.now) == []
+    assert await store.lease_hosts(A, limit=10, ttl=60, holding=held_by_a, now=clock.now) == []
 
 
-async def test_a_host_whose_release_is_on_its_way_can_be_leased_again(store: Engine) -> None:
+async def test_a_host_whose_release_is_on_its_way_can_be_leased_again(
+    store: Engine, clock: Clock
+) -> None:
     await insert(store, url("a.test", 1))
-    (first,) = await store.lease_hosts(A, limit=10, ttl=60)
+    (first,) = await store.lease_hosts(A, limit=10, ttl=60, now=clock.now)
     # A gave the host back locally, then found new work for it before the release
     # reached the store: leasing it again starts a new generation...
-    (again,) = await store.lease_hosts(A, limit=10, ttl=60, holding=())
+    (again,) = await store.lease_hosts(A, limit=10, ttl=60, holding=(), now=clock.now)
     assert again.generation == first.generation + 1
     # ...so the late release changes nothing.
     await store.commit(CommitBatch(releases=[Release(first.host_id, first.generation, 0.0)]))
-    assert await store.lease_hosts(B, limit=10, ttl=60) == []
+    assert await store.lease_hosts(B, limit=10, ttl=60, now=clock.now) == []
     assert len(await store.claim({again.host_id: 5}, now=1e12, worker=A)) == 1
 
 
-async def test_hosts_without_work_are_not_leased(store: Engine) -> None:
+async def test_hosts_without_work_are_not_leased(store: Engine, clock: Clock) -> None:
     await insert(store, url("a.test", 1))
-    (lease,) = await store.lease_hosts(A, limit=10, ttl=60)
+    (lease,) = await store.lease_hosts(A, limit=10, ttl=60, now=clock.now)
     (claimed,) = await store.claim({lease.host_id: 5}, now=1e12, worker=A)
     done = Outcome(claimed.id, lease.host_id, State.DONE, 1, status=200, fetched_at=1.0)
     release = Release(lease.host_id, lease.generation, next_eligible_at=5.0)
     await store.commit(CommitBatch(outcomes=[done], releases=[release]))
     assert await store.work_left() == 0
-    assert await store.lease_hosts(B, limit=10, ttl=60) == []
+    assert await store.lease_hosts(B, limit=10, ttl=60, now=clock.now) == []
 
 
-async def test_only_the_leaseholder_claims_a_hosts_urls(store: Engine) -> None:
+async def test_only_the_leaseholder_claims_a_hosts_urls(store: Engine, clock: Clock) -> None:
     await insert(store, url("a.test", 1), url("a.test", 2))
-    (lease,) = await store.lease_hosts(A, limit=10, ttl=60)
+    (lease,) = await store.lease_hosts(A, limit=10, ttl=60, now=clock.now)
     assert await store.claim({lease.host_id: 5}, now=1e12, worker=B) == []
     assert len(await store.claim({lease.host_id: 5}, now=1e12, worker=A)) == 2
 
 
 async def test_an_expired_lease_is_taken_over_with_its_claimed_urls(
-    store: Engine, open_store: OpenStore
+    store: Engine, open_store: OpenStore, clock: Clock
 ) -> None:
     await insert(store, url("a.test", 1), url("a.test", 2), url("a.test", 3))
-    (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
+    (old,) = await store.lease_hosts(A, limit=10, ttl=60, now=clock.now)
     claimed = await store.claim({old.host_id: 2}, now=1e12, worker=A)
     assert len(claimed) == 2
-    assert await store.lease_hosts(B, limit=10, ttl=60) == []
+    clock.advance(59)
+    assert await store.lease_hosts(B, limit=10, ttl=60, now=clock.now) == []
 
-    await asyncio.sleep(0.3)
-    (new,) = await store.lease_hosts(B, limit=10, ttl=60)
+    clock.advance(2)
+    (new,) = await store.lease_hosts(B, limit=10, ttl=60, now=clock.now)
     assert new.host_id == old.host_id
     assert new.generation == old.generation + 1
     # A never answered its two URLs: they are queued again for B.
@@ -91,27 +117,32 @@ async def test_an_expired_lease_is_taken_over_with_its_claimed_urls(
     assert await store.claim({old.host_id: 10}, now=1e12, worker=A) == []
 
 
-async def test_renewal_keeps_a_lease_and_fails_once_it_is_lost(store: Engine) -> None:
+async def test_renewal_keeps_a_lease_and_fails_once_it_is_lost(store: Engine, clock: Clock) -> None:
     await insert(store, url("a.test", 1))
-    (lease,) = await store.lease_hosts(A, limit=10, ttl=0.4)
+    (lease,) = await store.lease_hosts(A, limit=10, ttl=0.4, now=clock.now)
     for _ in range(3):
-        await asyncio.sleep(0.2)
-        assert await store.renew_leases(A, {lease.host_id: lease.generation}, ttl=0.4) == {
-            lease.host_id
-        }
-        assert await store.lease_hosts(B, limit=10, ttl=60) == []
-    await asyncio.sleep(0.5)
-    (taken,) = await store.lease_hosts(B, limit=10, ttl=60)
-    assert await store.renew_leases(A, {lease.host_id: lease.generation}, ttl=60) == frozenset()
-    assert await store.renew_leases(B, {taken.host_id: taken.generation}, ttl=60) == {taken.host_id}
+        clock.advance(0.2)
+        assert await store.renew_leases(
+            A, {lease.host_id: lease.generation}, ttl=0.4, now=clock.now
+        ) == {lease.host_id}
+        assert await store.lease_hosts(B, limit=10, ttl=60, now=clock.now) == []
+    clock.advance(0.5)
+    (taken,) = await store.lease_hosts(B, limit=10, ttl=60, now=clock.now)
+    assert (
+        await store.renew_leases(A, {lease.host_id: lease.generation}, ttl=60, now=clock.now)
+        == frozenset()
+    )
+    assert await store.renew_leases(
+        B, {taken.host_id: taken.generation}, ttl=60, now=clock.now
+    ) == {taken.host_id}
 
 
-async def test_a_stale_completion_is_refused_and_counted(store: Engine) -> None:
+async def test_a_stale_completion_is_refused_and_counted(store: Engine, clock: Clock) -> None:
     await insert(store, url("a.test", 1))
-    (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
+    (old,) = await store.lease_hosts(A, limit=10, ttl=60, now=clock.now)
     (page,) = await store.claim({old.host_id: 1}, now=1e12, worker=A)
-    await asyncio.sleep(0.3)
-    (new,) = await store.lease_hosts(B, limit=10, ttl=60)
+    clock.advance(61)
+    (new,) = await store.lease_hosts(B, limit=10, ttl=60, now=clock.now)
     (again,) = await store.claim({new.host_id: 1}, now=1e12, worker=B)
     assert again.id == page.id
 
@@ -146,35 +177,39 @@ async def test_a_stale_completion_is_refused_and_counted(store: Engine) -> None:
     assert (await store.counters())["fetched"] == 1
 
 
-async def test_a_stale_release_changes_nothing(store: Engine, open_store: OpenStore) -> None:
+async def test_a_stale_release_changes_nothing(
+    store: Engine, open_store: OpenStore, clock: Clock
+) -> None:
     await insert(store, url("a.test", 1), url("a.test", 2))
-    (old,) = await store.lease_hosts(A, limit=10, ttl=0.2)
-    await asyncio.sleep(0.3)
-    (new,) = await store.lease_hosts(B, limit=10, ttl=60)
+    (old,) = await store.lease_hosts(A, limit=10, ttl=60, now=clock.now)
+    clock.advance(61)
+    (new,) = await store.lease_hosts(B, limit=10, ttl=60, now=clock.now)
     await store.claim({new.host_id: 1}, now=1e12, worker=B)
 
     await store.commit(CommitBatch(releases=[Release(old.host_id, old.generation, 9e9)]))
     assert queued(open_store) == {"a.test": 1}
-    assert await store.lease_hosts(A, limit=10, ttl=60) == []
-    assert await store.lease_hosts(B, limit=10, ttl=60, holding={new.host_id}) == []
+    assert await store.lease_hosts(A, limit=10, ttl=60, now=clock.now) == []
+    assert await store.lease_hosts(B, limit=10, ttl=60, holding={new.host_id}, now=clock.now) == []
 
     await store.commit(CommitBatch(releases=[Release(new.host_id, new.generation, 123.0)]))
     # B's buffered URL is queued again and the next owner inherits B's politeness time.
     assert queued(open_store) == {"a.test": 2}
-    (after,) = await store.lease_hosts(A, limit=10, ttl=60)
+    (after,) = await store.lease_hosts(A, limit=10, ttl=60, now=clock.now)
     assert after.next_eligible_at == 123.0
     assert after.generation == new.generation + 1
 
 
-async def test_recover_ends_a_workers_own_leases(store: Engine, open_store: OpenStore) -> None:
+async def test_recover_ends_a_workers_own_leases(
+    store: Engine, open_store: OpenStore, clock: Clock
+) -> None:
     await insert(store, url("a.test", 1), url("b.test", 1))
-    leases = await store.lease_hosts(A, limit=10, ttl=600)
+    leases = await store.lease_hosts(A, limit=10, ttl=600, now=clock.now)
     for lease in leases:
         await store.claim({lease.host_id: 1}, now=1e12, worker=A)
     assert await store.work_left() == 2
-    assert await store.recover(A) == 2
+    assert await store.recover(A, now=clock.now) == 2
     assert queued(open_store) == {"a.test": 1, "b.test": 1}
-    assert len(await store.lease_hosts(B, limit=10, ttl=60)) == 2
+    assert len(await store.lease_hosts(B, limit=10, ttl=60, now=clock.now)) == 2
 
 
 def merged(part: CommitBatch) -> CommitBatch:
@@ -184,20 +219,39 @@ def merged(part: CommitBatch) -> CommitBatch:
     return batch
 
 
-async def test_hosts_at_an_address_another_worker_holds_are_left_alone(store: Engine) -> None:
+async def test_hosts_at_an_address_another_worker_holds_are_left_alone(
+    store: Engine, clock: Clock
+) -> None:
     await insert(store, url("a.test", 1), url("b.test", 1), url("c.test", 1))
-    (a,) = await store.lease_hosts(A, limit=1, ttl=60)
-    assert await store.claim_address(A, a.host_id, a.generation, "192.0.2.1")
+    (a,) = await store.lease_hosts(A, limit=1, ttl=60, now=clock.now)
+    assert await store.claim_address(A, a.host_id, a.generation, "192.0.2.1", now=clock.now)
     # B may lease hosts whose address nobody knows yet...
-    leased = {lease.name: lease for lease in await store.lease_hosts(B, limit=10, ttl=60)}
+    leased = {
+        lease.name: lease for lease in await store.lease_hosts(B, limit=10, ttl=60, now=clock.now)
+    }
     b, c = leased["b.test"], leased["c.test"]
     # ...but learns on resolving b.test that A serves its address.
-    assert not await store.claim_address(B, b.host_id, b.generation, "192.0.2.1")
-    assert await store.claim_address(B, c.host_id, c.generation, "192.0.2.2")
+    assert not await store.claim_address(B, b.host_id, b.generation, "192.0.2.1", now=clock.now)
+    assert await store.claim_address(B, c.host_id, c.generation, "192.0.2.2", now=clock.now)
     await store.commit(CommitBatch(releases=[Release(b.host_id, b.generation, 0.0)]))
-    assert await store.lease_hosts(B, limit=10, ttl=60, holding={c.host_id}) == []
-    (taken,) = await store.lease_hosts(A, limit=10, ttl=60, holding={a.host_id})
+    assert await store.lease_hosts(B, limit=10, ttl=60, holding={c.host_id}, now=clock.now) == []
+    (taken,) = await store.lease_hosts(A, limit=10, ttl=60, holding={a.host_id}, now=clock.now)
     assert taken.name == "b.test"
+
+
+async def test_an_address_is_free_once_its_holders_lease_expires(
+    store: Engine, clock: Clock
+) -> None:
+    await insert(store, url("a.test", 1), url("b.test", 1))
+    (a,) = await store.lease_hosts(A, limit=1, ttl=60, now=clock.now)
+    assert await store.claim_address(A, a.host_id, a.generation, "192.0.2.1", now=clock.now)
+    (b,) = await store.lease_hosts(B, limit=10, ttl=600, now=clock.now)
+    clock.advance(59)
+    # A's lease is live until it expires...
+    assert not await store.claim_address(B, b.host_id, b.generation, "192.0.2.1", now=clock.now)
+    clock.advance(2)
+    # ...and past that, the address is B's to take.
+    assert await store.claim_address(B, b.host_id, b.generation, "192.0.2.1", now=clock.now)
 
 
 def plan(open_store: OpenStore, statement: str) -> str:
@@ -211,10 +265,10 @@ def plan(open_store: OpenStore, statement: str) -> str:
 
 
 async def test_ending_a_lease_finds_its_claimed_urls_by_index(
-    store: Engine, open_store: OpenStore
+    store: Engine, open_store: OpenStore, clock: Clock
 ) -> None:
     await insert(store, *(url("a.test", n) for n in range(50)), url("b.test", 1))
-    (lease,) = await store.lease_hosts(A, limit=1, ttl=60)
+    (lease,) = await store.lease_hosts(A, limit=1, ttl=60, now=clock.now)
     assert len(await store.claim({lease.host_id: 5}, now=1e12, worker=A)) == 5
     await store.commit(CommitBatch(releases=[Release(lease.host_id, lease.generation, 0.0)]))
     assert queued(open_store)["a.test"] == 50
@@ -231,6 +285,7 @@ def lease_statement(open_store: OpenStore, holding: list[int]) -> str:
             "limit": 1,
             "ttl": 60,
             "holding": f"'{{{str(holding)[1:-1]}}}'",
+            "now": "1e12",
         }
     values = ["1e12", "'w'", f"'{holding}'", "'w'", "1e12", "1"]
     parts = LEASABLE.split("?")
@@ -238,11 +293,11 @@ def lease_statement(open_store: OpenStore, holding: list[int]) -> str:
 
 
 async def test_leasing_walks_the_hosts_with_work_by_index(
-    store: Engine, open_store: OpenStore
+    store: Engine, open_store: OpenStore, clock: Clock
 ) -> None:
     await insert(store, *(url(f"h{n}.test", 1) for n in range(20)))
-    held = {lease.host_id for lease in await store.lease_hosts(A, limit=5, ttl=60)}
-    more = await store.lease_hosts(A, limit=5, ttl=60, holding=held)
+    held = {lease.host_id for lease in await store.lease_hosts(A, limit=5, ttl=60, now=clock.now)}
+    more = await store.lease_hosts(A, limit=5, ttl=60, holding=held, now=clock.now)
     assert len(more) == 5
     assert held.isdisjoint(lease.host_id for lease in more)
     # Finding hosts to lease reads the hosts that have work, soonest eligible first, up

@@ -21,8 +21,8 @@ from test_seen import store
 from test_store import url
 from trawl.errors import StoreError
 from trawl.frontier.priority import priority
-from trawl.store.base import CommitBatch, Kind, Listed, NewURL
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import CommitBatch, Kind, Listed, NewURL
 
 __all__ = ["store"]
 

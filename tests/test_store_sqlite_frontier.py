@@ -1,4 +1,4 @@
-"""The SQLite frontier (trawl.store.sqlite_frontier): the ``ready`` table kept by its
+"""The SQLite frontier (trawl.store.sqlite.frontier): the ``ready`` table kept by its
 trigger, and new URLs staged in RAM until a merge.
 
 Whatever a crawl does to its rows (new URLs, claims, answers, retries, requeues,
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from test_store import insert, url
-from trawl.store.base import CommitBatch, Outcome, State
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
+from trawl.store.values import CommitBatch, Outcome, State
 
 Place = tuple[int, int, float]
 """A queued row's (seq, host_id, rank)."""

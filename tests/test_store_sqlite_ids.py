@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from test_store import insert, rows, url
-from trawl.content.neardup import blocks
-from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State
 from trawl.store.schema import SQLITE_TYPES, migration_statements
-from trawl.store.sqlite import DB_NAME, SQLiteStore
-from trawl.store.sqlite_frontier import STAGED
+from trawl.store.sqlite.sql import STAGED
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, blocks
 
 INBOX = 5
 """The inbox limit of these tests' stores: a merge after every five new URLs or so."""
@@ -194,7 +193,7 @@ async def test_no_statement_by_url_id_reads_a_whole_table(
 OPEN_AND_MEASURE = """
 import asyncio, sys
 from pathlib import Path
-from trawl.store.sqlite import SQLiteStore
+from trawl.store.sqlite.store import SQLiteStore
 
 def kib(field):
     with open("/proc/self/status") as status:

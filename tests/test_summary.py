@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from trawl.ops.summary import Summary
-from trawl.store.base import STALE_COUNTER
+from trawl.store.values import STALE_COUNTER
 
 COUNTERS = {
     "discovered": 120, "fetched": 150, "queued": 3, "status_2xx": 140, "status_4xx": 10,

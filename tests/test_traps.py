@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from conftest import CrawlOutcome, CrawlRunner, page_requests
 from trawl.config import Limits
 from trawl.demo import Response, Site, SiteServer
-from trawl.store.base import State
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
+from trawl.store.values import State
 
 NORMAL_HOSTS = [f"n{k}.normal.test" for k in range(10)]
 NORMAL_PAGES = ["/", "/p1.html", "/p2.html", "/p3.html", "/p4.html"]

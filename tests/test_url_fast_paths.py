@@ -33,7 +33,7 @@ from trawl.extract.urls import (
     resolve,
     resolve_against_serialized,
 )
-from trawl.store.base import CommitBatch
+from trawl.store.values import CommitBatch
 
 LABEL = st.sampled_from(
     ["a", "h12", "example", "com", "x-y", "-a", "b-", "a--b", "A", "0x7f", "1", "255",

@@ -24,7 +24,7 @@ from trawl.extract.urls import (
     session_token,
     url_hash,
 )
-from trawl.store.base import State
+from trawl.store.values import State
 
 BASE = "https://base.test/dir/page.html?q=1#f"
 

@@ -38,7 +38,7 @@ from trawl.fetch.client import HttpClient
 from trawl.fetch.fetcher import exchange_of
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import GuardedResolver
-from trawl.store.base import StorageKey
+from trawl.store.values import StorageKey
 
 WARCIO = Path(sys.executable).parent / "warcio"
 HOST = "warc.test"

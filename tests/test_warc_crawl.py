@@ -24,8 +24,8 @@ from trawl.content.warc import NOT_MODIFIED_PROFILE, SUFFIX, WarcExchange, WarcW
 from trawl.crawl.runner import WARC_DIR
 from trawl.demo import Response, Site, SiteServer, canonical_url, generate_site, route_key
 from trawl.extract.parser import is_html
-from trawl.store.base import StorageKey
 from trawl.store.location import StoreLocation
+from trawl.store.values import StorageKey
 
 __all__ = ["crawl_name"]
 

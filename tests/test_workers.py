@@ -29,8 +29,8 @@ from pg import connect, crawl_name, drop_schema
 from test_crawl import peak_overlap
 from trawl.demo import Site, SiteServer, generate_site
 from trawl.demo.site import Route
-from trawl.store.base import STALE_COUNTER, ExportRow, State
 from trawl.store.location import StoreLocation
+from trawl.store.values import STALE_COUNTER, ExportRow, State
 
 __all__ = ["crawl_name"]
 

@@ -31,7 +31,8 @@ from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.ops.summary import Summary
 from trawl.policy import POLICY_KEY, with_policy
 from trawl.politeness.rules import BLOCKED_ERROR
-from trawl.store.base import ExportRow, State, Store
+from trawl.store.protocols import Reports
+from trawl.store.values import ExportRow, State
 
 NOTHING_FETCHED = 3
 """Exit code of a run that ends with no page fetched at all."""
@@ -120,7 +121,7 @@ async def seed_failures(config: CrawlConfig) -> list[SeedFailure]:
     return [SeedFailure(row.url, await _cause(row, config)) for row in failed]
 
 
-async def _row(store: Store, url: str) -> ExportRow | None:
+async def _row(store: Reports, url: str) -> ExportRow | None:
     """The stored row of ``url``, None when the store has none."""
     page = await store.url_page(url_hash(url), 1)
     if page and page[0][1].url == url:

@@ -49,7 +49,7 @@ from typing import IO
 from trawl.content.text_files import hex64, json_line, rfc3339
 from trawl.errors import TrawlError, UsageError
 from trawl.resource import Resource
-from trawl.store.base import StorageKey
+from trawl.store.values import StorageKey
 
 _BLOCK = 1 << 16
 

@@ -30,39 +30,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from trawl.content.simhash import NEAR_DUPLICATE_BITS, hamming
+from trawl.store.values import BLOCKS, Blocks, blocks
 
-__all__ = [
-    "BLOCKS",
-    "BLOCK_BITS",
-    "BlockIndex",
-    "Blocks",
-    "MemoryBlockIndex",
-    "NearDuplicates",
-    "blocks",
-]
+__all__ = ["BlockIndex", "MemoryBlockIndex", "NearDuplicates"]
 
-BLOCKS = 4
-"""Blocks per hash, one table each."""
-BLOCK_BITS = 16
-"""Bits per block."""
-
-Blocks = tuple[int, int, int, int]
-"""The four 16-bit blocks of a hash, block 0 (the lowest bits) first."""
-
-_BLOCK_MASK = (1 << BLOCK_BITS) - 1
 _MASK64 = (1 << 64) - 1
 _SIGN = 1 << 63
-
-
-def blocks(simhash: int) -> Blocks:
-    """The four 16-bit blocks of a 64-bit hash, given signed or unsigned."""
-    value = simhash & _MASK64
-    return (
-        value & _BLOCK_MASK,
-        (value >> 16) & _BLOCK_MASK,
-        (value >> 32) & _BLOCK_MASK,
-        (value >> 48) & _BLOCK_MASK,
-    )
 
 
 def _signed(simhash: int) -> int:

@@ -28,14 +28,16 @@ once, and that pair is the idempotency key consumers deduplicate on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trawl.content.events import EventWriter, PageFetched
-from trawl.content.neardup import Blocks, MemoryBlockIndex, NearDuplicates
+from trawl.content.neardup import MemoryBlockIndex, NearDuplicates
 from trawl.content.text import PageText
 from trawl.content.text_files import TextRecord, TextWriter
 from trawl.extract.urls import url_hash
-from trawl.store.base import CommitBatch, Duplicates, StorageKey, Store
+from trawl.store.protocols import ContentIndex
+from trawl.store.values import Blocks, CommitBatch, Duplicates, StorageKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,8 @@ class FetchedContent:
     ``url`` is the first URL of the redirect chain that led to the page (the page's own
     URL when it was linked directly), ``final_url`` the URL it was fetched from.
     ``content_hash`` is the main text's hash, or the body's when there is no main text
-    (``text`` None).
+    (``text`` None). The engine hands these to the committer beside the page's batch
+    (trawl.crawl.commit.Committer.submit): the store never writes them.
     """
 
     url_id: int
@@ -64,7 +67,7 @@ class FetchedContent:
 class _BatchIndex:
     """The store's block index plus the pages of the batch being decided (not stored yet)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ContentIndex) -> None:
         self._store = store
         self._pending = MemoryBlockIndex()
         self._dropped: set[int] = set()
@@ -98,7 +101,7 @@ class ContentStage:
 
     def __init__(
         self,
-        store: Store,
+        store: ContentIndex,
         *,
         text: TextWriter | None = None,
         events: EventWriter | None = None,
@@ -109,11 +112,12 @@ class ContentStage:
         self._events = events
         self._near_in_text = near_duplicates_in_text
 
-    async def process(self, batch: CommitBatch) -> None:
-        """Decide the batch's pages, add the decisions to it, write and flush the outputs."""
-        if not batch.content:
+    async def process(self, batch: CommitBatch, pages: Sequence[FetchedContent]) -> None:
+        """Decide ``pages`` (the fingerprinted pages of ``batch``), add the decisions to
+        the batch, write and flush the outputs."""
+        if not pages:
             return
-        decisions = await self._decide(batch)
+        decisions = await self._decide(batch, pages)
         for d in decisions:
             batch.duplicates.append(Duplicates(d.page.url_id, d.duplicate_of, d.near_duplicate_of))
             batch.count("exact_duplicates", d.duplicate_of is not None)
@@ -142,8 +146,7 @@ class ContentStage:
             return False
         return d.near_duplicate_of is None or self._near_in_text
 
-    async def _decide(self, batch: CommitBatch) -> list[_Decision]:
-        pages = batch.content
+    async def _decide(self, batch: CommitBatch, pages: Sequence[FetchedContent]) -> list[_Decision]:
         owners = dict(await self._store.content_owners(sorted({p.content_hash for p in pages})))
         fresh = {p.url_id for p in pages}
         earlier = sorted(set(owners.values()) - fresh)

@@ -63,7 +63,7 @@ from trawl.content.cdxj import index_in_child, unindexed
 from trawl.content.rotation import check_rotation
 from trawl.errors import TrawlError
 from trawl.resource import AsyncResource
-from trawl.store.base import StorageKey
+from trawl.store.values import StorageKey
 
 T = TypeVar("T")
 

@@ -1,10 +1,12 @@
 """The commit stage: outcomes and their discovered links reach the store together.
 
 Workers hand in one small :class:`CommitBatch` per page (its outcome, its links, host
-state, counters). The committer merges whatever has arrived into one transaction, sends
-the links through the seen-set, and commits. A page's outcome and its links are always in
-the same transaction (the outbox rule), so a kill -9 at any moment either keeps both or
-neither; in the second case the page is still CLAIMED and is fetched again on resume.
+state, counters), with the page's fingerprinted content beside it for the content stage
+(trawl.content.stage), which the store never sees. The committer merges whatever has
+arrived into one transaction, sends the links through the seen-set, and commits. A page's
+outcome and its links are always in the same transaction (the outbox rule), so a kill -9
+at any moment either keeps both or neither; in the second case the page is still CLAIMED
+and is fetched again on resume.
 
 Batching many pages per transaction is what keeps the store cheap. Batches form on
 their own (group commit): whatever arrived while the previous transaction ran goes into
@@ -20,14 +22,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from trawl.content.stage import ContentStage
+from trawl.content.stage import ContentStage, FetchedContent
 from trawl.frontier.inlinks import InlinkCounter
 from trawl.frontier.seen import SeenSet
-from trawl.store.base import CommitBatch, CommitResult, Store
+from trawl.store.protocols import Commits
+from trawl.store.values import CommitBatch, CommitResult
 
 OnCommit = Callable[[CommitResult], None]
+Part = tuple[CommitBatch, Sequence[FetchedContent]]
+"""A page's batch, and its fingerprinted content for the content stage."""
 
 
 def merge(into: CommitBatch, part: CommitBatch) -> None:
@@ -36,7 +41,6 @@ def merge(into: CommitBatch, part: CommitBatch) -> None:
     into.new_urls.extend(part.new_urls)
     into.listed.update(part.listed)
     into.lastmods.extend(part.lastmods)
-    into.content.extend(part.content)
     into.releases.extend(part.releases)
     if part.fence is not None:
         into.fenced.append(
@@ -56,7 +60,7 @@ class Committer:
 
     def __init__(
         self,
-        store: Store,
+        store: Commits,
         seen: SeenSet,
         on_commit: OnCommit,
         *,
@@ -78,16 +82,17 @@ class Committer:
         self._linger = linger
         self._hurry = min(max_batch, hurry or max_batch)
         self._enough = asyncio.Event()
-        self._queue: asyncio.Queue[CommitBatch | None] = asyncio.Queue(maxsize=4 * max_batch)
+        self._queue: asyncio.Queue[Part | None] = asyncio.Queue(maxsize=4 * max_batch)
         self.pending = 0
         self._drained = asyncio.Event()
         self._drained.set()
 
-    async def submit(self, part: CommitBatch) -> None:
-        """Hand in one page's results (waits when the committer is behind)."""
+    async def submit(self, part: CommitBatch, content: Sequence[FetchedContent] = ()) -> None:
+        """Hand in one page's results, and its fingerprinted ``content`` (waits when the
+        committer is behind)."""
         self.pending += 1
         self._drained.clear()
-        await self._queue.put(part)
+        await self._queue.put((part, content))
         if self._queue.qsize() >= self._hurry - 1:
             self._enough.set()
 
@@ -112,21 +117,23 @@ class Committer:
                     async with asyncio.timeout(self._linger):
                         await self._enough.wait()
             batch = CommitBatch()
-            merge(batch, first)
+            merge(batch, first[0])
+            content = list(first[1])
             parts = 1
             while parts < self._max_batch and not self._queue.empty():
                 part = self._queue.get_nowait()
                 if part is None:
                     closing = True
                     break
-                merge(batch, part)
+                merge(batch, part[0])
+                content.extend(part[1])
                 parts += 1
-            await self._commit(batch)
+            await self._commit(batch, content)
             self.pending -= parts
             if self.pending == 0:
                 self._drained.set()
 
-    async def _commit(self, batch: CommitBatch) -> None:
+    async def _commit(self, batch: CommitBatch, content: Sequence[FetchedContent]) -> None:
         if batch.new_urls:
             batch.inlinks = self._inlinks.observe(batch.new_urls)
             verdict = await self._seen.filter_new(batch.new_urls)
@@ -134,10 +141,10 @@ class Committer:
             batch.shallower = verdict.shallower
             batch.count("duplicates", verdict.duplicates)
             batch.count("hash_collisions", verdict.collisions)
-        if batch.content and self._content is not None:
+        if content and self._content is not None:
             # Outputs are flushed before the commit: a kill in between repeats them on
             # resume (at least once), never loses them.
-            await self._content.process(batch)
+            await self._content.process(batch, content)
         started = time.perf_counter()
         result = await self._store.commit(batch)
         if self._on_store is not None:

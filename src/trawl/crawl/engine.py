@@ -58,7 +58,8 @@ from trawl.politeness.robots import RobotsGate
 from trawl.politeness.robots_parser import DISALLOW_ALL, agent_token
 from trawl.politeness.rules import BLOCKED_ERROR, RULES_KEY, OperatorRules
 from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
-from trawl.store.base import (
+from trawl.store.protocols import Store
+from trawl.store.values import (
     CommitBatch,
     CommitResult,
     Fence,
@@ -69,7 +70,6 @@ from trawl.store.base import (
     Release,
     Revalidation,
     State,
-    Store,
 )
 
 if TYPE_CHECKING:
@@ -728,6 +728,7 @@ class Crawler:
                 },
             )  # fmt: skip
         batch = CommitBatch(fence=fence)
+        content: list[FetchedContent] = []
         batch.count("requests")
         attempts = url.attempts + 1
         extra_wait = 0.0
@@ -783,7 +784,7 @@ class Crawler:
             self._extracting += 1
             counted = dict(batch.counters)
             try:
-                outcome = await self._fetched(url, result, wall, attempts, batch)
+                outcome = await self._fetched(url, result, wall, attempts, batch, content)
             except ExtractFailed:
                 # The extraction is the first thing that adds to the batch but counters.
                 batch.counters = counted
@@ -791,7 +792,7 @@ class Crawler:
             finally:
                 self._extracting -= 1
             batch.outcomes.append(outcome)
-        await self._committer.submit(batch)
+        await self._committer.submit(batch, content)
 
     def _extract_failed(
         self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
@@ -808,7 +809,13 @@ class Crawler:
         )  # fmt: skip
 
     async def _fetched(
-        self, url: QueuedURL, result: FetchResult, wall: float, attempts: int, batch: CommitBatch
+        self,
+        url: QueuedURL,
+        result: FetchResult,
+        wall: float,
+        attempts: int,
+        batch: CommitBatch,
+        content: list[FetchedContent],
     ) -> Outcome:
         status = result.status or 0
         batch.count("recrawled" if url.refetch else "fetched")
@@ -843,7 +850,7 @@ class Crawler:
             if content_hash is not None:
                 simhash = found.text.simhash if found.text else None
                 named = None if canonical is None else url_hash(canonical)
-                batch.content.append(
+                content.append(
                     FetchedContent(
                         url.id, url.origin or url.url, url.url, wall, status, found.text,
                         content_hash, found.out_links, result.archived,

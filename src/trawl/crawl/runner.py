@@ -49,8 +49,8 @@ from trawl.ops.progress import log_stats, show_progress
 from trawl.ops.summary import Summary
 from trawl.policy import NETWORKS_KEY, POLICY_KEY, networks_json, other_crawl, with_policy
 from trawl.politeness.robots_parser import agent_token
-from trawl.store.base import Store
 from trawl.store.location import StoreLocation
+from trawl.store.protocols import Store
 
 WARC_DIR = "warc"
 """Where ``--warc`` files go, inside the data dir."""

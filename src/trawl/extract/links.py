@@ -38,7 +38,7 @@ from trawl.extract.urls import (
     resolve_against_serialized,
     url_hash,
 )
-from trawl.store.base import CommitBatch, NewURL
+from trawl.store.values import CommitBatch, NewURL
 
 CACHE_SIZE = 50_000
 DEFAULT_MAX_DEPTH = 15

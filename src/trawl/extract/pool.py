@@ -47,7 +47,7 @@ from trawl.extract.scope import Scope
 from trawl.extract.urls import NormalizeRules, normalize, resolve
 from trawl.freshness.recrawl import body_hash, text_hash
 from trawl.resource import AsyncResource
-from trawl.store.base import CommitBatch, NewURL
+from trawl.store.values import CommitBatch, NewURL
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,8 @@ from trawl.content.simhash import hamming, simhash
 from trawl.extract.parser import is_html
 from trawl.fetch.fetcher import Fetcher
 from trawl.politeness.robots_parser import ROBOTS_TTL
-from trawl.store.base import Soft404Record, Store
+from trawl.store.protocols import HostRecords
+from trawl.store.values import Soft404Record
 
 __all__ = [
     "MAX_DISTANCE",
@@ -120,7 +121,7 @@ class Soft404Detector:
 
     def __init__(
         self,
-        store: Store,
+        store: HostRecords,
         fetcher: Fetcher,
         *,
         enabled: bool = True,

@@ -38,7 +38,7 @@ from trawl.fetch.client import (
 )
 from trawl.fetch.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
-from trawl.store.base import StorageKey
+from trawl.store.values import StorageKey
 
 IDLE_CONNECTIONS = 256
 """Idle keep-alive connections kept at least (one per host a crawl works on at once)."""

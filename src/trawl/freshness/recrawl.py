@@ -28,7 +28,7 @@ import hashlib
 from dataclasses import dataclass
 
 from trawl.errors import UsageError
-from trawl.store.base import QueuedURL
+from trawl.store.values import QueuedURL
 
 SHRINK = 0.5
 """Interval factor after a fetch that found the page changed."""

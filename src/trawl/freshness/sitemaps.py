@@ -36,7 +36,7 @@ from trawl.extract.parser import is_html
 from trawl.extract.urls import DEFAULT_RULES, normalize, resolve
 from trawl.fetch.fetcher import FetchResult
 from trawl.freshness.sitemap_parser import Sitemap, SitemapError, SitemapKind, parse_sitemap
-from trawl.store.base import CommitBatch, Kind, Listed, QueuedURL
+from trawl.store.values import CommitBatch, Kind, Listed, QueuedURL
 
 DEFAULT_SITEMAP = "/sitemap.xml"
 """Where a host's sitemap is looked for when robots.txt names none."""

@@ -1,6 +1,6 @@
 from collections.abc import Sequence
 
-from trawl.store.base import NewURL
+from trawl.store.values import NewURL
 
 class IdTable:
     """(URL id, text hash) pairs in ``slots`` slots, a power of two (trawl.frontier.known_ids)."""

@@ -1,6 +1,6 @@
 from collections.abc import Sequence
 
-from trawl.store.base import NewURL
+from trawl.store.values import NewURL
 
 class InlinkCounts:
     """In-link counts per URL id, forgotten once they cover ``capacity`` ids."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from trawl.frontier.priority import MAX_LEVEL
-from trawl.store.base import NewURL
+from trawl.store.values import NewURL
 
 CAPACITY = 50_000
 """URL ids whose counts are kept before the counts are forgotten."""

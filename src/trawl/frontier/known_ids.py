@@ -32,7 +32,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from trawl.store.base import NewURL
+from trawl.store.values import NewURL
 
 MAX_LOAD = 0.7
 """Entries a generation holds, as a share of its slots."""

@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from trawl.config import LeasePolicy
 from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
-from trawl.store.base import QueuedURL, Release, Store
+from trawl.store.protocols import LeasedFrontier
+from trawl.store.values import QueuedURL, Release
 
 MAX_BATCH = 256
 
@@ -37,7 +38,7 @@ class Frontier:
 
     def __init__(
         self,
-        store: Store,
+        store: LeasedFrontier,
         scheduler: HostScheduler,
         capacity: int,
         leases: LeasePolicy | None = None,

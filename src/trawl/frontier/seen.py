@@ -12,7 +12,7 @@ Bloom answer can never create a duplicate or lose a URL: the unique count always
 from the store.
 
 A known URL found again at a smaller depth than it was stored with takes that depth if
-it is not fetched yet (trawl.store.base.CommitBatch.shallower), so a URL's depth is its
+it is not fetched yet (trawl.store.values.CommitBatch.shallower), so a URL's depth is its
 shortest path found before its fetch, whatever the fetch order. Asking the store about
 every duplicate would undo the caches above, so a depth sketch answers first: one byte
 per slot, a slot per id modulo its size, holding one more than the largest depth a URL
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from rbloom import Bloom
 
 from trawl.frontier.known_ids import KnownIds
-from trawl.store.base import NewURL, Store
+from trawl.store.protocols import Known
+from trawl.store.values import NewURL
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ class SeenSet:
 
     def __init__(
         self,
-        store: Store,
+        store: Known,
         expected_urls: int,
         error_rate: float,
         known_cache: int = KNOWN_CACHE,

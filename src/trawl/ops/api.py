@@ -27,7 +27,7 @@ from trawl.errors import StoreError, UsageError
 from trawl.extract.urls import DEFAULT_RULES, Rejection, normalize
 from trawl.ops.crawls import Crawls, CrawlView
 from trawl.politeness.rules import HostRule, OperatorRules
-from trawl.store.base import HostFigures, State
+from trawl.store.values import HostFigures, State
 
 MAX_PAGE = 1000
 DASHBOARD = (files("trawl.ops") / "dashboard.html").read_text(encoding="utf-8")

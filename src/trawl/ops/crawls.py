@@ -27,9 +27,9 @@ from trawl.errors import StoreError, UsageError
 from trawl.ops.summary import Summary
 from trawl.policy import POLICY_KEY
 from trawl.politeness.rules import RULES_KEY, OperatorRules
-from trawl.store.base import ExportRow, HostFigures, State
 from trawl.store.location import SCHEMA_PREFIX, StoreLocation
-from trawl.store.sqlite import DB_NAME
+from trawl.store.sqlite.store import DB_NAME
+from trawl.store.values import ExportRow, HostFigures, State
 
 CANCELLED = "cancelled"
 STOP_WAIT = 30.0

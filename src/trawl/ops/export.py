@@ -7,8 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import TextIO
 
-from trawl.store.base import ExportRow
 from trawl.store.location import StoreLocation
+from trawl.store.values import ExportRow
 
 COLUMNS = (
     "url", "status", "content_type", "length", "fetched_at", "depth", "redirect_to", "error",

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from trawl.store.base import STALE_COUNTER
+from trawl.store.values import STALE_COUNTER
 
 STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
@@ -76,7 +76,7 @@ class Summary:
     a failed TLS handshake); their URLs count under ``failed`` by error class."""
     stale_completions: int = 0
     """Results the store refused because their host's lease had passed to another
-    worker (trawl.store.base.settle_fences): 0 in a crawl of one process."""
+    worker (trawl.store.rows.settle_fences): 0 in a crawl of one process."""
 
     @property
     def disallowed(self) -> int:

@@ -28,7 +28,8 @@ from trawl.politeness.robots_parser import (
     robots_url,
     rules_for_response,
 )
-from trawl.store.base import RobotsRecord, Store
+from trawl.store.protocols import HostRecords
+from trawl.store.values import RobotsRecord
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # One byte more than is parsed: a longer file then arrives longer than the limit, and
@@ -59,7 +60,7 @@ class RobotsGate:
 
     def __init__(
         self,
-        store: Store,
+        store: HostRecords,
         fetcher: Fetcher,
         agent_token: str,
         url_rules: NormalizeRules,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from trawl.config import Politeness
 from trawl.politeness.robots_parser import RobotsRules
-from trawl.store.base import QueuedURL
+from trawl.store.values import QueuedURL
 
 Clock = Callable[[], float]
 

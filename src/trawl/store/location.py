@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from trawl.errors import UsageError
 from trawl.frontier.priority import DEFAULT_HORIZON
-from trawl.store.base import Store
-from trawl.store.sqlite import DB_NAME, SQLiteStore
+from trawl.store.protocols import Store
+from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 
 if TYPE_CHECKING:
     from trawl.store.postgres import PostgresStore

@@ -29,17 +29,35 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from trawl.content.neardup import Blocks
 from trawl.errors import StoreError
 from trawl.frontier.priority import DEFAULT_HORIZON, DEPTH_WEIGHT, LEVEL_STEP, priority
 from trawl.resource import AsyncResource
-from trawl.store.base import (
+from trawl.store.postgres_content import (
+    apply_content,
+    canonicals,
+    columns,
+    content_hashes,
+    content_owners,
+    simhash_candidates,
+)
+from trawl.store.rows import (
     CLAIM_COLUMNS,
-    DISCOVERY_BUDGET_COUNTER,
     MAX_ID,
     MIN_ID,
+    Row,
+    export_columns,
+    export_row,
+    host_tallies,
+    pages_by_id,
+    settle_fences,
+    shallowest,
+)
+from trawl.store.schema import POSTGRES_TYPES, SCHEMA_VERSION, migration_statements
+from trawl.store.values import (
+    DISCOVERY_BUDGET_COUNTER,
     PAGE_BUDGET_COUNTER,
     PAGE_BUDGET_ERROR,
+    Blocks,
     CommitBatch,
     CommitResult,
     ExportRow,
@@ -49,25 +67,9 @@ from trawl.store.base import (
     Outcome,
     QueuedURL,
     RobotsRecord,
-    Row,
     Soft404Record,
     State,
-    export_columns,
-    export_row,
-    host_tallies,
-    pages_by_id,
-    settle_fences,
-    shallowest,
 )
-from trawl.store.postgres_content import (
-    apply_content,
-    canonicals,
-    columns,
-    content_hashes,
-    content_owners,
-    simhash_candidates,
-)
-from trawl.store.schema import POSTGRES_TYPES, SCHEMA_VERSION, migration_statements
 
 _POOL_SIZE = 4
 _CONNECT_TIMEOUT = 10
@@ -660,7 +662,7 @@ class PostgresStore(AsyncResource):
                     await conn.execute(statement)
             await conn.execute(_SET_META, ("schema_version", str(SCHEMA_VERSION)))
 
-    async def recover(self, worker: str | None = None) -> int:
+    async def recover(self, worker: str | None = None, *, now: float | None = None) -> int:
         unpark = {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER}
         async with self._transaction() as conn:
             if worker is None:
@@ -677,7 +679,13 @@ class PostgresStore(AsyncResource):
         return int(row[0]) if row else 0
 
     async def lease_hosts(
-        self, worker: str, limit: int, ttl: float, holding: Collection[int] = ()
+        self,
+        worker: str,
+        limit: int,
+        ttl: float,
+        holding: Collection[int] = (),
+        *,
+        now: float | None = None,
     ) -> Sequence[Lease]:
         params = {"worker": worker, "limit": limit, "ttl": ttl, "holding": sorted(holding)}
         async with self._transaction() as conn:
@@ -686,7 +694,15 @@ class PostgresStore(AsyncResource):
         rows = await cursor.fetchall()
         return [Lease(*row) for row in sorted(rows, key=lambda r: (r[3], r[0]))]
 
-    async def claim_address(self, worker: str, host_id: int, generation: int, address: str) -> bool:
+    async def claim_address(
+        self,
+        worker: str,
+        host_id: int,
+        generation: int,
+        address: str,
+        *,
+        now: float | None = None,
+    ) -> bool:
         params = {"worker": worker, "host": host_id, "generation": generation, "address": address}
         async with self._transaction() as conn:
             await conn.execute(_ADDRESS_LOCK)
@@ -695,7 +711,7 @@ class PostgresStore(AsyncResource):
         return bool(row and row[0])
 
     async def renew_leases(
-        self, worker: str, leases: Mapping[int, int], ttl: float
+        self, worker: str, leases: Mapping[int, int], ttl: float, *, now: float | None = None
     ) -> frozenset[int]:
         if not leases:
             return frozenset()

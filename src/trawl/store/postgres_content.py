@@ -1,7 +1,7 @@
 """The PostgreSQL engine's content tables: the owners of content hashes, the SimHash
 block index, fetch versions, and the duplicate links between pages (schema migration 3).
 
-The same rules as trawl.store.sqlite_content, written as one statement per table over
+The same rules as trawl.store.sqlite.content, written as one statement per table over
 arrays (``unnest``), so a commit's content rows cost no extra round trip: the
 statements are queued in the commit's pipeline. Rows that name the same key twice in a
 batch are reduced to the last one, as a row-by-row write would leave them.
@@ -14,8 +14,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from trawl.content.neardup import Blocks, blocks
-from trawl.store.base import CommitBatch, content_rows, version_row
+from trawl.store.rows import content_rows, version_row
+from trawl.store.values import Blocks, CommitBatch, blocks
 
 _OWNERS = "SELECT content_hash, url_id FROM content_owners WHERE content_hash = ANY(%s::text[])"
 _HASHES = "SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL AND id = ANY(%s)"

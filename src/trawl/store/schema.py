@@ -7,7 +7,7 @@ never edited once released: a change is a new migration appended to the list.
 Identity: ``urls.id`` is the signed 64-bit hash of the normalised URL (trawl.extract.urls.url_hash).
 In PostgreSQL it is the primary key, so the key is the exact insert-if-absent check. In
 SQLite, from migration 10, ``urls`` is keyed by ``seq``, the order rows were stored in,
-and ids lead to rows through the id index of trawl.store.sqlite_ids: a large table of
+and ids lead to rows through the id index of trawl.store.sqlite.ids: a large table of
 ids merged from a small inbox. Before it,
 the id was a unique index beside the rowid (and, in the first crawls, the rowid itself),
 written at a random leaf for every new URL.
@@ -65,17 +65,17 @@ keyed by ``seq`` in the order the rows were stored, builds ``ids`` from it, and 
 inbox, the view ``url_ids`` over both, and the four partial indexes again. The copy
 reads and writes the whole table once, in one transaction; its two copies say ``OR
 IGNORE`` (no row can break a constraint the old table kept) so that SQLite keeps no
-statement journal of them (trawl.store.sqlite_ids.merge_inbox). Dropping the old table
+statement journal of them (trawl.store.sqlite.ids.merge_inbox). Dropping the old table
 keeps one of all its pages, so the store migrates with its temporary files on disk, not
 in RAM: a 10 M URL crawl peaked at 1.8 GB of RSS while it migrated (95 s) before.
 
 Migration 11 is SQLite's alone too: the frontier becomes the table ``ready`` kept by a
 trigger, in place of the partial index, so that new URLs can wait for it in RAM and join
-it in merges (trawl.store.sqlite_frontier).
+it in merges (trawl.store.sqlite.frontier).
 
 Migration 12 records revalidations: ``revalidated_at``, when a recrawl last answered,
 and ``revalidation``, what it found (``not_modified``, ``unchanged``, ``changed``;
-trawl.store.base.Revalidation). A 304 writes these and leaves the columns of the last
+trawl.store.values.Revalidation). A 304 writes these and leaves the columns of the last
 full answer as they were, ``fetched_at`` included.
 """
 
@@ -151,7 +151,7 @@ _SQLITE_ID_INDEX = (
     "CREATE INDEX urls_claimed ON urls (host_id) WHERE state = 1",
 )
 """Migration 10 in SQLite: ``urls`` rebuilt around ``seq``, with the id index of
-trawl.store.sqlite_ids beside it."""
+trawl.store.sqlite.ids beside it."""
 
 _SQLITE_READY = (
     """CREATE TABLE ready (

@@ -19,49 +19,26 @@ from __future__ import annotations
 
 import sqlite3
 
+from trawl.store.sqlite import sql
+
 MERGE_ROWS = 200_000
 """Ids the inbox holds before the store merges it into ``ids``."""
-
-ROW_OF = "(SELECT seq FROM url_ids WHERE id = {})"
-"""The ``seq`` of the row holding a URL id, given as a SQL parameter (``?``, ``?3``);
-NULL when no row does. Both tables are searched by their keys."""
-
-
-def row_of(parameter: str) -> str:
-    """:data:`ROW_OF` for one parameter."""
-    return ROW_OF.format(parameter)
-
-
-def by_id(columns: str, where: str = "") -> str:
-    """A query for ``urls`` rows in id order, each reached from its id.
-
-    ``columns`` may name ``k.id`` (the URL id, which orders the result) and any column of
-    ``urls`` as ``u``; ``where`` is extra conditions on them, joined with AND. The query
-    reads both tables of ids in key order and merges them, without sorting; its
-    parameters are the ones ``columns`` and ``where`` use, numbered (``?1``).
-    """
-    condition = f" WHERE {where}" if where else ""
-    arms = (
-        f"SELECT {columns} FROM {table} AS k JOIN urls AS u ON u.seq = k.seq{condition}"
-        for table in ("ids", "ids_inbox")
-    )
-    return " UNION ALL ".join(arms) + " ORDER BY 1"
 
 
 def last_seq(db: sqlite3.Connection) -> int:
     """The ``seq`` of the row stored last (0: none yet)."""
-    return int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM urls").fetchone()[0])
+    return int(db.execute(sql.LAST_SEQ).fetchone()[0])
 
 
 def file_since(db: sqlite3.Connection, seq: int) -> None:
     """File in the inbox the id of every row stored after ``seq``: the rows a commit
     has just appended, read from the end of ``urls`` in one statement."""
-    db.execute("INSERT INTO ids_inbox (id, seq) SELECT id, seq FROM urls WHERE seq > ?", (seq,))
+    db.execute(sql.FILE_SINCE, (seq,))
 
 
 def inbox_size(db: sqlite3.Connection) -> int:
     """How many ids the inbox holds."""
-    return int(db.execute("SELECT COUNT(*) FROM ids_inbox").fetchone()[0])
+    return int(db.execute(sql.INBOX_SIZE).fetchone()[0])
 
 
 def merge_inbox(db: sqlite3.Connection) -> int:
@@ -73,8 +50,6 @@ def merge_inbox(db: sqlite3.Connection) -> int:
     transaction keeps, in memory, the old content of every page it changes, and a merge
     changes most of ``ids``. With it, peak RSS grew by the size of ``ids`` (at 7 M URLs
     in bench.store, 339 MB instead of about 210)."""
-    moved: int = db.execute(
-        "INSERT OR IGNORE INTO ids (id, seq) SELECT id, seq FROM ids_inbox ORDER BY id"
-    ).rowcount
-    db.execute("DELETE FROM ids_inbox")
+    moved: int = db.execute(sql.MERGE_INBOX).rowcount
+    db.execute(sql.EMPTY_INBOX)
     return moved

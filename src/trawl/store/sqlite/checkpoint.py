@@ -25,7 +25,7 @@ never wrap. The writer bounds it: once the log file passes ``wal_limit`` bytes i
 TRUNCATE checkpoint itself; by then the thread has usually copied and synced nearly
 everything, so that costs little (about 0.13 s per 256 MB of log in ``bench.store``).
 It does not when one transaction alone fills the log: a merge of the id index and the
-frontier (trawl.store.sqlite_ids, trawl.store.sqlite_frontier) writes most of both, about
+frontier (trawl.store.sqlite.ids, trawl.store.sqlite.frontier) writes most of both, about
 34 bytes a known URL, so the bound sits above the merges of a 10 M URL crawl.
 """
 
@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from trawl.resource import Resource
+from trawl.store.sqlite import sql
 
 WAL_LIMIT = 1024 * 1024 * 1024
 """Default size of the log file at which the writer checkpoints and truncates it. At 256
@@ -91,7 +92,7 @@ class Checkpointer(Resource):
     def _run(self) -> None:
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(sql.SYNCHRONOUS_NORMAL)
             while True:
                 self._wanted.wait()
                 self._wanted.clear()
@@ -99,7 +100,7 @@ class Checkpointer(Resource):
                 if self._stop:
                     return
                 self._rows = 0
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                conn.execute(sql.CHECKPOINT_PASSIVE).fetchall()
                 self.checkpoints += 1
                 self._hurry.wait(self._pause)
         except sqlite3.Error:
@@ -122,7 +123,7 @@ def truncate_wal(conn: sqlite3.Connection, attempts: int = 100) -> None:
     thread's in progress makes SQLite answer busy at once: wait for it a little and try
     again; a reader still in the way after that only postpones the cut."""
     for _ in range(attempts):
-        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        (busy, _, _) = conn.execute(sql.CHECKPOINT_TRUNCATE).fetchone()
         if not busy:
             return
         time.sleep(0.005)
