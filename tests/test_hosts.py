@@ -1,12 +1,15 @@
-"""Host scheduler maths on a virtual clock: delays, per-host limits, fairness."""
+"""Host scheduler maths on a virtual clock: delays, per-host limits, fairness; a host's
+circuit breaker and robots.txt state, kept by its slot."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from trawl.config import Politeness
-from trawl.politeness.robots_parser import parse_robots
-from trawl.politeness.scheduler import HostScheduler, HostSlot
+from trawl.config import Breaker, Politeness
+from trawl.politeness.robots_parser import DISALLOW_ALL, parse_robots
+from trawl.politeness.scheduler import BreakerVerdict, HostScheduler, HostSlot
 from trawl.store.values import QueuedURL
 
 
@@ -125,3 +128,61 @@ def test_robots_pending_host_is_not_scheduled() -> None:
     sched.finished(turn, 0.0)
     assert ready_slot(sched) is slot
     assert not slot.needs_robots(0.0)
+
+
+def test_the_breaker_trips_after_threshold_failures_then_gives_the_host_up() -> None:
+    breaker = Breaker(threshold=2, pause=10.0, trips=2)
+    slot = HostSlot(1, "h1")
+    assert slot.count_request(True, breaker) == BreakerVerdict()
+    assert slot.backing_off()
+    assert slot.count_request(True, breaker) == BreakerVerdict(tripped=True, pause=10.0)
+    slot.count_request(True, breaker)
+    assert slot.count_request(True, breaker) == BreakerVerdict(tripped=True, pause=20.0)
+    slot.count_request(True, breaker)
+    assert slot.count_request(True, breaker) == BreakerVerdict(tripped=True, gave_up=True)
+
+
+def test_a_success_closes_the_breaker_and_forgets_its_trips() -> None:
+    breaker = Breaker(threshold=1, pause=10.0, trips=3)
+    slot = HostSlot(1, "h1")
+    assert slot.count_request(True, breaker).pause == 10.0
+    assert slot.count_request(True, breaker).pause == 20.0
+    assert slot.count_request(False, breaker) == BreakerVerdict()
+    assert (slot.failures, slot.trips) == (0, 0)
+    assert slot.count_request(True, breaker).pause == 10.0
+
+
+def test_the_slot_keeps_its_robots_state_through_a_fetch() -> None:
+    slot = HostSlot(1, "h1")
+    assert slot.needs_robots(0.0)
+    slot.start_robots()
+    assert not slot.needs_robots(0.0)
+    assert not slot.idle()
+    assert slot.robots_retry() == 1
+    assert slot.backing_off()
+    assert not slot.robots_pending
+    slot.start_robots()
+    slot.robots_unavailable(until=50.0)
+    assert slot.robots is DISALLOW_ALL
+    assert not slot.backing_off()
+    assert not slot.needs_robots(49.0)
+    assert slot.needs_robots(50.0)
+    slot.start_robots()
+    slot.robots_shut_out("dns", until=80.0)
+    assert (slot.refused, slot.robots, slot.robots_expires) == ("dns", DISALLOW_ALL, 80.0)
+    rules = parse_robots(b"User-agent: *\nDisallow: /x\n", "trawl")
+    slot.start_robots()
+    slot.robots_loaded(rules, expires=200.0)
+    assert (slot.refused, slot.robots, slot.robots_pending) == (None, rules, False)
+    assert slot.idle()
+
+
+def test_a_buffered_url_found_nearer_a_seed_is_fetched_at_that_depth() -> None:
+    sched, _ = scheduler()
+    slot = sched.slot(1, "h1")
+    sched.add(slot, urls(1, 2))
+    deeper = [dataclasses.replace(url, depth=4) for url in sched.drain(slot)]
+    sched.add(slot, deeper)
+    slot.lower_depth(deeper[1].id, 2)
+    slot.lower_depth(deeper[0].id, 6)
+    assert [url.depth for url in slot.queue] == [4, 2]

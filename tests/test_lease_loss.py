@@ -13,7 +13,8 @@ import pytest
 from conftest import loopback_fetcher
 from test_crawl import page
 from trawl.config import CrawlConfig, LeasePolicy, Timeouts
-from trawl.crawl.engine import Crawler, seeds_of
+from trawl.crawl.engine import Crawler
+from trawl.crawl.seeds import seeds_of
 from trawl.demo import Site, SiteServer
 from trawl.extract.pool import ExtractPool, ExtractSettings
 from trawl.extract.urls import host_key, url_hash

@@ -35,7 +35,7 @@ def test_json_logs_give_one_line_per_fetch_and_warn_on_back_off(tmp_path: Path) 
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
     fetches = [r for r in records if r["message"].startswith("fetch ")]
     assert len(fetches) == page_fetches
-    assert all(r["level"] == "debug" and r["logger"] == "trawl.crawl.engine" for r in fetches)
+    assert all(r["level"] == "debug" and r["logger"] == "trawl.crawl.page_job" for r in fetches)
     assert all({"url", "host", "status", "duration_ms", "bytes"} <= set(r) for r in fetches)
     assert {r["status"] for r in fetches} >= {200, 404, 503}
     backing_off = [r for r in records if r["level"] == "warning" and r.get("status") == 503]

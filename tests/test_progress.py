@@ -26,10 +26,10 @@ from rich.console import Console
 
 from conftest import is_page
 from trawl.config import CrawlConfig, Limits, Politeness
-from trawl.crawl.engine import Crawler, Progress
+from trawl.crawl.engine import Crawler
 from trawl.crawl.runner import build_engine, read_summary
 from trawl.demo import Site, SiteServer, generate_site
-from trawl.ops.progress import render
+from trawl.ops.progress import Progress, render
 from trawl.store.location import StoreLocation
 
 SMALL = Progress(

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trawl.config import CrawlConfig
-from trawl.crawl.engine import seeds_of
+from trawl.crawl.seeds import seeds_of
 from trawl.extract.urls import hostname, url_hash
 from trawl.fetch.fetcher import FetchError
 from trawl.fetch.netguard import AddressPolicy, IPAddress

@@ -38,14 +38,16 @@ from trawl.content.events import EventWriter
 from trawl.content.stage import ContentStage
 from trawl.content.text_files import TextWriter
 from trawl.content.warc import WarcWriter
-from trawl.crawl.engine import RUN_STARTED_KEY, Crawler, seeds_of, store_figures
+from trawl.crawl.engine import Crawler
 from trawl.crawl.gc_tuning import young_gc_threshold
+from trawl.crawl.run_record import RUN_STARTED_KEY
+from trawl.crawl.seeds import seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
-from trawl.ops.progress import log_stats, show_progress
+from trawl.ops.progress import log_stats, show_progress, store_figures
 from trawl.ops.summary import Summary
 from trawl.policy import NETWORKS_KEY, POLICY_KEY, networks_json, other_crawl, with_policy
 from trawl.politeness.robots_parser import agent_token

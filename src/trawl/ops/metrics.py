@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -30,6 +31,10 @@ from prometheus_client.registry import Collector
 
 from trawl.errors import UsageError
 from trawl.resource import Resource
+
+if TYPE_CHECKING:
+    from trawl.fetch.resolver import ResolverStats
+    from trawl.politeness.scheduler import HostScheduler
 
 TOP_HOSTS = 20
 """Hosts listed in ``trawl_host_requests_total``: the busiest ones."""
@@ -65,6 +70,22 @@ class Levels:
     hosts_backing_off: int
     dns_cache_hits: int
     dns_cache_misses: int
+
+
+def levels_of(
+    scheduler: HostScheduler, store_queued: int, unique_urls: int, stats: ResolverStats
+) -> Levels:
+    """The levels of a crawl whose hosts ``scheduler`` holds, with ``store_queued`` URLs
+    queued in the store, ``unique_urls`` known, and its DNS cache's ``stats``."""
+    return Levels(
+        frontier_queue=scheduler.buffered,
+        persistent_queue=store_queued,
+        active_workers=scheduler.inflight,
+        unique_urls=unique_urls,
+        hosts_backing_off=sum(1 for slot in scheduler.slots() if slot.backing_off()),
+        dns_cache_hits=stats.cache_hits,
+        dns_cache_misses=stats.cache_misses,
+    )
 
 
 class _LevelsCollector(Collector):

@@ -15,14 +15,18 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from trawl.crawl.engine import Progress
 from trawl.ops.logs import STATS_LOGGER
+
+if TYPE_CHECKING:
+    from trawl.store.protocols import Store
 
 REDRAW_PERIOD = 0.5
 """Seconds between two redraws of the live line."""
@@ -30,6 +34,45 @@ READ_SHARE = 0.05
 """At most this share of the time goes to reading the store's figures for the live line:
 they are sums over the hosts, which take about 0.1 s each at a million hosts."""
 SEPARATOR = "  "
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Live figures for the progress display and the periodic stats line: the counts
+    as the store has them (what ``trawl status`` shows), what this process has in
+    flight, and this run's rate and time."""
+
+    fetched: int
+    queued: int
+    """URLs waiting to be fetched: queued in the store or handed out to a worker
+    (buffered in its memory or in flight), each once."""
+    discovered: int
+    errors: int
+    inflight: int
+    hosts_active: int
+    pages_per_second: float
+    elapsed: float
+
+
+FIGURE_READS = 5
+"""Tries at reading the store's counters and its work left with no commit between."""
+
+
+async def store_figures(store: Store) -> tuple[dict[str, int], bool]:
+    """The store's counters with ``queued`` set to the URLs waiting to be fetched (queued
+    or handed out, :meth:`Store.work_left`), and whether the two agree: the counters are
+    read before and after the work left, until no commit came between (any commit that
+    changes the work left changes a counter too), at most `FIGURE_READS` times."""
+    after: Mapping[str, int] = {}
+    waiting = 0
+    for _ in range(FIGURE_READS):
+        before = await store.counters()
+        waiting = await store.work_left()
+        after = await store.counters()
+        if before == after:
+            return {**after, "queued": waiting}, True
+    return {**after, "queued": waiting}, False
+
 
 Source = Callable[[], Awaitable[Progress]]
 

@@ -1,15 +1,16 @@
 """The robots gate: a host's robots.txt rules, from the store's cache or the network.
 
 A cached copy younger than ``ROBOTS_TTL`` (24 h) is used as it is, also across resumed
-runs; the engine caches only usable answers, never an unavailable one. Otherwise
+runs; the robots job (trawl.crawl.host_jobs) caches only usable answers, never an
+unavailable one. Otherwise
 robots.txt is fetched, following at most ``MAX_ROBOTS_REDIRECTS`` redirects (to any
 host, as RFC 9309 allows), and only the first ``MAX_ROBOTS_BYTES`` are parsed. What the
 rules are for a response status (4xx allow all, 5xx unavailable) is decided in
 trawl.politeness.robots_parser.
 When the host itself gave no answer (its address refused, no such name, no
-connection, a timeout, a failed TLS handshake) the answer says why, so that the engine can
-tell an unreachable host from one whose robots.txt is unavailable; what to do in either
-case (wait and retry, then fail or block its URLs) is the engine's business.
+connection, a timeout, a failed TLS handshake) the answer says why, so that an
+unreachable host is told from one whose robots.txt is unavailable; what to do in either
+case (wait and retry, then fail or block its URLs) is decided in trawl.crawl.outcomes.
 """
 
 from __future__ import annotations

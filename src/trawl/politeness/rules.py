@@ -8,12 +8,18 @@ comes, instead of being fetched.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trawl.store.protocols import Store
 
 RULES_KEY = "operator_rules"
 BLOCKED_ERROR = "operator_blocked"
+
+log = logging.getLogger("trawl.politeness.rules")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +74,23 @@ class OperatorRules:
             for name, rule in data["hosts"].items()
         }
         return cls(hosts, tuple(data["patterns"]))
+
+
+class LiveRules:
+    """The operator's rules as the store last had them (none until first read)."""
+
+    def __init__(self) -> None:
+        self.rules = OperatorRules()
+        self._text: str | None = None
+
+    async def read(self, store: Store) -> None:
+        """Pick up the stored rules when they changed; unreadable ones are ignored (the
+        rules in force stay) and logged."""
+        text = await store.get_meta(RULES_KEY)
+        if text == self._text:
+            return
+        try:
+            self.rules = OperatorRules.from_json(text)
+        except (ValueError, KeyError, TypeError, re.error) as exc:
+            log.warning("ignoring unreadable operator rules: %s", exc)
+        self._text = text

@@ -19,11 +19,16 @@ Delay rule, applied when a response completes::
 429 and 503 responses push ``next_ready`` further by the retry delay (Retry-After or
 backoff), so the whole host waits, not just the URL.
 
+A slot owns its state: the crawl's jobs change it only through the slot's methods, which
+keep its circuit breaker (:meth:`HostSlot.count_request`), its robots.txt state (the
+``robots_*`` methods) and whether its URLs are refused at all (:meth:`HostSlot.give_up`).
+
 Time comes from an injected clock (monotonic seconds) so the maths is testable exactly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import time
@@ -31,8 +36,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from trawl.config import Politeness
-from trawl.politeness.robots_parser import RobotsRules
+from trawl.config import Breaker, Politeness
+from trawl.politeness.robots_parser import DISALLOW_ALL, RobotsRules
 from trawl.store.values import QueuedURL
 
 Clock = Callable[[], float]
@@ -46,6 +51,22 @@ class IpSlot:
     inflight: int = 0
     next_ready: float = 0.0
     waiting: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerVerdict:
+    """What one request's outcome did to a host's circuit breaker."""
+
+    tripped: bool = False
+    """The host failed ``threshold`` times in a row."""
+    pause: float = 0.0
+    """Seconds the tripped host rests: ``pause``, doubled at each further trip."""
+    gave_up: bool = False
+    """The host tripped more than ``trips`` times: its URLs are failed from now on."""
+
+
+CLOSED = BreakerVerdict()
+"""The breaker lets the host's requests through."""
 
 
 @dataclass(slots=True, eq=False)
@@ -78,6 +99,88 @@ class HostSlot:
     """When the lease runs out unless renewed (clock time)."""
     unsettled: int = 0
     """Jobs of the host started and not yet handed to the committer."""
+
+    def backing_off(self) -> bool:
+        """Whether the host's last requests or robots.txt fetches failed."""
+        return bool(self.failures or self.robots_failures)
+
+    def count_request(self, failed: bool, breaker: Breaker) -> BreakerVerdict:
+        """Count a request's outcome against the host's circuit breaker: a success closes
+        it; ``breaker.threshold`` failures in a row trip it."""
+        if not failed:
+            self.failures = self.trips = 0
+            return CLOSED
+        self.failures += 1
+        if self.failures < breaker.threshold:
+            return CLOSED
+        self.failures = 0
+        self.trips += 1
+        if self.trips > breaker.trips:
+            return BreakerVerdict(tripped=True, gave_up=True)
+        return BreakerVerdict(tripped=True, pause=breaker.pause * 2.0 ** (self.trips - 1))
+
+    def give_up(self, reason: str) -> None:
+        """Refuse the host's URLs from now on, with ``reason`` as their error."""
+        self.refused = reason
+
+    def start_resolving(self) -> None:
+        """The host's address is being looked up."""
+        self.resolving = True
+
+    def stop_resolving(self) -> None:
+        """The host's address was looked up, and the host is not kept (another worker
+        serves that address)."""
+        self.resolving = False
+
+    def start_robots(self) -> None:
+        """The host's robots.txt is being read."""
+        self.robots_pending = True
+
+    def robots_loaded(self, rules: RobotsRules, expires: float) -> None:
+        """The host's robots.txt gave ``rules``, obeyed until clock time ``expires``."""
+        self.refused = None
+        self.robots_failures = 0
+        self.robots = rules
+        self.robots_expires = expires
+        self.robots_pending = False
+
+    def robots_retry(self) -> int:
+        """The host's robots.txt was unavailable and is asked for again: the number of
+        failed tries so far."""
+        self.robots_failures += 1
+        self.robots_pending = False
+        return self.robots_failures
+
+    def robots_unavailable(self, until: float) -> None:
+        """The host's robots.txt stayed unavailable: everything is disallowed until clock
+        time ``until``, when it is read anew (RFC 9309)."""
+        self.robots_failures = 0
+        self.robots = DISALLOW_ALL
+        self.robots_expires = until
+        self.robots_pending = False
+
+    def robots_shut_out(self, reason: str, until: float) -> None:
+        """The host may not be asked (its address is refused) or gave no robots.txt
+        answer at all: its URLs are refused with ``reason`` until clock time ``until``,
+        when the host is tried anew."""
+        self.robots_unavailable(until)
+        self.refused = reason
+
+    def job_started(self) -> None:
+        """A job of the host started; it is unsettled until handed to the committer."""
+        self.unsettled += 1
+
+    def job_settled(self) -> None:
+        """A job of the host handed its results to the committer (or ended without)."""
+        self.unsettled -= 1
+
+    def lower_depth(self, url_id: int, depth: int) -> None:
+        """A buffered URL was found at a smaller ``depth``: it is fetched at that depth."""
+        for n, held in enumerate(self.queue):
+            if held.id == url_id:
+                if held.depth > depth:
+                    self.queue[n] = dataclasses.replace(held, depth=depth)
+                return
 
     def needs_robots(self, now: float) -> bool:
         """True when robots.txt must be (re)fetched before the next URL."""
