@@ -37,7 +37,7 @@ from trawl.store.base import (
     State,
     Store,
 )
-from trawl.store.postgres import PostgresStore
+from trawl.store.postgres.store import PostgresStore
 from trawl.store.schema import (
     POSTGRES_TYPES,
     SCHEMA_VERSION,

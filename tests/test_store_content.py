@@ -24,7 +24,7 @@ from test_store import (
 from trawl.content.neardup import blocks
 from trawl.extract.urls import url_hash
 from trawl.store.base import CommitBatch, Duplicates, NewURL, Outcome, State, StorageKey
-from trawl.store.postgres import PostgresStore
+from trawl.store.postgres.store import PostgresStore
 from trawl.store.sqlite import DB_NAME, SQLiteStore
 
 __all__ = ["ENGINES", "open_store", "pg_schema", "store"]
