@@ -2,9 +2,10 @@
 block index, fetch versions, and the duplicate links between pages (schema migration 3).
 
 The same rules as trawl.store.sqlite_content, written as one statement per table over
-arrays (``unnest``), so a commit's content rows cost no extra round trip: the
-statements are queued in the commit's pipeline. Rows that name the same key twice in a
-batch are reduced to the last one, as a row-by-row write would leave them.
+arrays (``unnest``, their text in trawl.store.postgres.sql), so a commit's content rows
+cost no extra round trip: the statements are queued in the commit's pipeline. Rows
+that name the same key twice in a batch are reduced to the last one, as a row-by-row
+write would leave them.
 """
 
 from __future__ import annotations
