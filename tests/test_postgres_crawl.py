@@ -4,10 +4,10 @@ running while a worker holds a lease, and ``--fresh``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from trawl.crawl.runner import read_summary
 from trawl.demo import SiteServer, generate_site
 from trawl.extract.urls import url_hash
 from trawl.store.location import StoreLocation
+from trawl.store.postgres.store import PostgresStore
 from trawl.store.values import CommitBatch, NewURL
 
 __all__ = ["crawl_name"]
@@ -52,16 +53,22 @@ async def test_a_crawl_shows_running_while_a_worker_holds_a_lease(
     crawl_name: str, tmp_path: Path
 ) -> None:
     location = StoreLocation(tmp_path, PG_URL, crawl_name)
-    async with location.open() as store, location.open() as other:
+    worker = PostgresStore(PG_URL, schema=location.schema)
+    async with location.open() as store, worker:
         await store.set_meta("state", "running")
         seed = "http://a.test/"
         await store.commit(CommitBatch(new_urls=[NewURL(url_hash(seed), seed, "a.test", 0)]))
-        assert (await other.counters())["discovered"] == 1
+        assert (await worker.counters())["discovered"] == 1
         assert (await read_summary(location)).state == "stopped (resumable)"
-        await other.lease_hosts("worker-1", limit=10, ttl=0.5)
+        now = time.time()
+        (lease,) = await worker.lease_hosts("worker-1", limit=10, ttl=60, now=now)
         assert (await read_summary(location)).state == "running"
-        # The worker never recorded its end (a kill -9) and its lease ran out: resumable.
-        await asyncio.sleep(0.7)
+        assert await worker.leased(now=now + 59)
+        assert not await worker.leased(now=now + 61)
+        # The worker never recorded its end (a kill -9) and its lease ran out: its last
+        # renewal, two minutes ago, held for one. The crawl is resumable.
+        held = {lease.host_id: lease.generation}
+        assert await worker.renew_leases("worker-1", held, ttl=60, now=now - 120) == {lease.host_id}
         assert (await read_summary(location)).state == "stopped (resumable)"
 
 

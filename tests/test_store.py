@@ -24,7 +24,7 @@ from pg import pg_schema
 from trawl.errors import StoreError
 from trawl.extract.urls import url_hash
 from trawl.frontier.priority import priority
-from trawl.store.postgres import PostgresStore
+from trawl.store.postgres.store import PostgresStore
 from trawl.store.protocols import Store
 from trawl.store.schema import (
     POSTGRES_TYPES,

@@ -22,7 +22,7 @@ from test_store import (
     store,
 )
 from trawl.extract.urls import url_hash
-from trawl.store.postgres import PostgresStore
+from trawl.store.postgres.store import PostgresStore
 from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, StorageKey, blocks
 

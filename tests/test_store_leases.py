@@ -15,7 +15,7 @@ import pytest
 
 from test_store import Engine, OpenStore, insert, open_store, pg_schema, queued, rows, store, url
 from trawl.crawl.commit import merge
-from trawl.store.postgres import LEASE
+from trawl.store.postgres.sql import LEASE
 from trawl.store.sqlite.sql import LEASABLE, REQUEUE_CLAIMED
 from trawl.store.values import (
     STALE_COUNTER,

@@ -63,7 +63,7 @@ class Crawls:
             if not self.root.is_dir():
                 return []
             return sorted(p.name for p in self.root.iterdir() if (p / DB_NAME).is_file())
-        from trawl.store.postgres import crawls
+        from trawl.store.postgres.crawls import crawls
 
         found = await crawls(self.dsn, SCHEMA_PREFIX)
         return [c.name for c in sorted(found, key=lambda c: (c.created, c.name))]

@@ -19,7 +19,7 @@ from trawl.store.protocols import Store
 from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 
 if TYPE_CHECKING:
-    from trawl.store.postgres import PostgresStore
+    from trawl.store.postgres.store import PostgresStore
 
 DEFAULT_CRAWL = "default"
 SCHEMA_PREFIX = "trawl_"
@@ -89,7 +89,7 @@ class StoreLocation:
     ) -> PostgresStore:
         # Imported here: psycopg adds about 65 ms to the start of every process that
         # imports it, crawls on SQLite and their extract workers included.
-        from trawl.store.postgres import PostgresStore
+        from trawl.store.postgres.store import PostgresStore
 
         assert self.dsn is not None
         return PostgresStore(
@@ -113,7 +113,7 @@ class StoreLocation:
 
 async def newest_unfinished(dsn: str) -> str:
     """The name of the newest crawl in the ``dsn`` database that is not done."""
-    from trawl.store.postgres import crawls
+    from trawl.store.postgres.crawls import crawls
 
     unfinished = [c for c in await crawls(dsn, SCHEMA_PREFIX) if c.state != "done"]
     if not unfinished:

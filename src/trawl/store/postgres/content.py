@@ -2,9 +2,10 @@
 block index, fetch versions, and the duplicate links between pages (schema migration 3).
 
 The same rules as trawl.store.sqlite.content, written as one statement per table over
-arrays (``unnest``), so a commit's content rows cost no extra round trip: the
-statements are queued in the commit's pipeline. Rows that name the same key twice in a
-batch are reduced to the last one, as a row-by-row write would leave them.
+arrays (``unnest``, their text in trawl.store.postgres.sql), so a commit's content rows
+cost no extra round trip: the statements are queued in the commit's pipeline. Rows
+that name the same key twice in a batch are reduced to the last one, as a row-by-row
+write would leave them.
 """
 
 from __future__ import annotations
@@ -14,74 +15,32 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from trawl.store.postgres import sql
 from trawl.store.rows import content_rows, version_row
 from trawl.store.values import Blocks, CommitBatch, blocks
-
-_OWNERS = "SELECT content_hash, url_id FROM content_owners WHERE content_hash = ANY(%s::text[])"
-_HASHES = "SELECT id, content_hash FROM urls WHERE content_hash IS NOT NULL AND id = ANY(%s)"
-_CANONICALS = "SELECT id, canonical FROM urls WHERE canonical IS NOT NULL AND id = ANY(%s)"
-_CANDIDATES = (
-    "SELECT u.id, u.simhash FROM ("
-    + " UNION ALL ".join(
-        f"SELECT url_id, added FROM simhash_blocks WHERE block_no = {n} AND block_value = %s"
-        for n in range(4)
-    )
-    + ") AS b JOIN urls AS u ON u.id = b.url_id "
-    "WHERE u.simhash IS NOT NULL GROUP BY u.id ORDER BY MIN(b.added), u.id"
-)
-_ADD_OWNERS = (
-    "INSERT INTO content_owners (content_hash, url_id) "
-    "SELECT h, i FROM unnest(%s::text[], %s::bigint[]) WITH ORDINALITY AS o(h, i, n) "
-    "ORDER BY n ON CONFLICT (content_hash) DO NOTHING"
-)
-_NEW_OWNERS = (
-    "INSERT INTO content_owners (content_hash, url_id) "
-    "SELECT DISTINCT ON (h) h, i FROM unnest(%s::text[], %s::bigint[]) "
-    "WITH ORDINALITY AS o(h, i, n) ORDER BY h, n DESC "
-    "ON CONFLICT (content_hash) DO UPDATE SET url_id = excluded.url_id"
-)
-_ADD_BLOCKS = (
-    "INSERT INTO simhash_blocks (url_id, block_no, block_value, added) "
-    "SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::integer[], %s::float8[]) "
-    "ON CONFLICT (url_id, block_no) DO UPDATE SET "
-    "block_value = excluded.block_value, added = excluded.added"
-)
-_ADD_VERSIONS = (
-    "INSERT INTO versions (url_id, fetched_at, status, content_hash, simhash, "
-    "warc_file, warc_offset, warc_length) "
-    "SELECT * FROM unnest(%s::bigint[], %s::float8[], %s::smallint[], %s::text[], "
-    "%s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) "
-    "ON CONFLICT (url_id, fetched_at) DO NOTHING"
-)
-_UNINDEX = "DELETE FROM simhash_blocks WHERE url_id = ANY(%s::bigint[])"
-_LINK_DUPLICATES = (
-    "UPDATE urls SET duplicate_of = d.exact, near_duplicate_of = d.near "
-    "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS d(id, exact, near) "
-    "WHERE urls.id = d.id"
-)
 
 
 async def content_owners(conn: AsyncConnection[Any], hashes: Sequence[str]) -> dict[str, int]:
     """``{content_hash: url_id}`` of the owner of each known hash."""
-    cursor = await conn.execute(_OWNERS, (list(hashes),))
+    cursor = await conn.execute(sql.OWNERS, (list(hashes),))
     return {row[0]: row[1] for row in await cursor.fetchall()}
 
 
 async def content_hashes(conn: AsyncConnection[Any], url_ids: Sequence[int]) -> dict[int, str]:
     """The latest content hash of each given URL that has one."""
-    cursor = await conn.execute(_HASHES, (list(url_ids),))
+    cursor = await conn.execute(sql.HASHES, (list(url_ids),))
     return {row[0]: row[1] for row in await cursor.fetchall()}
 
 
 async def canonicals(conn: AsyncConnection[Any], url_ids: Sequence[int]) -> dict[int, str]:
     """The URL each given page's canonical link names, where it names one."""
-    cursor = await conn.execute(_CANONICALS, (list(url_ids),))
+    cursor = await conn.execute(sql.CANONICALS, (list(url_ids),))
     return {row[0]: row[1] for row in await cursor.fetchall()}
 
 
 async def simhash_candidates(conn: AsyncConnection[Any], wanted: Blocks) -> list[tuple[int, int]]:
     """Indexed pages sharing a block with ``wanted``, earliest indexed first."""
-    cursor = await conn.execute(_CANDIDATES, wanted)
+    cursor = await conn.execute(sql.CANDIDATES, wanted)
     return [(row[0], row[1]) for row in await cursor.fetchall()]
 
 
@@ -96,11 +55,11 @@ async def apply_content(conn: AsyncConnection[Any], batch: CommitBatch) -> None:
     fingerprinted, versions, exact, owners = content_rows(batch)
     if fingerprinted:
         await conn.execute(
-            _ADD_OWNERS,
+            sql.ADD_OWNERS,
             ([o.content_hash for o in fingerprinted], [o.url_id for o in fingerprinted]),
         )
     if owners:
-        await conn.execute(_NEW_OWNERS, columns(owners, 2))
+        await conn.execute(sql.NEW_OWNERS, columns(owners, 2))
     if fingerprinted:
         indexed = {
             o.url_id: (o.simhash, o.fetched_at or 0.0)
@@ -113,16 +72,16 @@ async def apply_content(conn: AsyncConnection[Any], batch: CommitBatch) -> None:
                 for url_id, (simhash, added) in indexed.items()
                 for n, value in enumerate(blocks(simhash))
             ]
-            await conn.execute(_ADD_BLOCKS, columns(rows, 4))
+            await conn.execute(sql.ADD_BLOCKS, columns(rows, 4))
     if versions:
-        await conn.execute(_ADD_VERSIONS, columns([version_row(o) for o in versions], 8))
+        await conn.execute(sql.ADD_VERSIONS, columns([version_row(o) for o in versions], 8))
     if exact:
-        await conn.execute(_UNINDEX, (sorted(exact),))
+        await conn.execute(sql.UNINDEX, (sorted(exact),))
     if batch.duplicates:
         links = {
             d.url_id: (d.url_id, d.duplicate_of, d.near_duplicate_of) for d in batch.duplicates
         }
-        await conn.execute(_LINK_DUPLICATES, columns(list(links.values()), 3))
+        await conn.execute(sql.LINK_DUPLICATES, columns(list(links.values()), 3))
 
 
 def columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
