@@ -112,8 +112,7 @@ class Frontier:
         wall = time.time()
         for lease in leases:
             slot = self._scheduler.slot(lease.host_id, lease.name)
-            slot.generation = lease.generation
-            slot.lease_deadline = started + self._policy.ttl
+            slot.lease(lease.generation, started + self._policy.ttl)
             self._held[lease.host_id] = slot
             self._scheduler.hold(slot, started + max(0.0, lease.next_eligible_at - wall))
 
@@ -154,7 +153,7 @@ class Frontier:
         next_eligible = time.time() + max(0.0, slot.next_ready - self._clock())
         release = Release(slot.id, slot.generation, next_eligible)
         self._scheduler.drain(slot)
-        slot.generation = None
+        slot.end_lease()
         self._releasing.add(slot.id)
         if self._on_release is not None:
             await self._on_release(release)
@@ -184,11 +183,11 @@ class Frontier:
             if slot is None or slot.generation != generation:
                 continue
             if host_id in kept:
-                slot.lease_deadline = started + self._policy.ttl
+                slot.renew_lease(started + self._policy.ttl)
                 continue
             del self._held[host_id]
             self._scheduler.drain(slot)
-            slot.generation = None
+            slot.end_lease()
             self.lost += 1
 
     async def look(self) -> None:

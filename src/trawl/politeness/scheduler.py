@@ -100,6 +100,20 @@ class HostSlot:
     unsettled: int = 0
     """Jobs of the host started and not yet handed to the committer."""
 
+    def lease(self, generation: int, deadline: float) -> None:
+        """This worker holds the host under lease ``generation`` until clock time
+        ``deadline`` unless renewed."""
+        self.generation = generation
+        self.lease_deadline = deadline
+
+    def renew_lease(self, deadline: float) -> None:
+        """The held lease was extended to clock time ``deadline``."""
+        self.lease_deadline = deadline
+
+    def end_lease(self) -> None:
+        """The host is no longer held: given back, or its lease lost to another worker."""
+        self.generation = None
+
     def backing_off(self) -> bool:
         """Whether the host's last requests or robots.txt fetches failed."""
         return bool(self.failures or self.robots_failures)
