@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint clean replay-env install-check
+.PHONY: setup demo test test-pure lint clean replay-env install-check
 
 # The editable install skips the mypyc build (TRAWL_PURE): the rule below runs it with
 # the venv's own mypy, once, and again whenever a source of trawl changes.
@@ -44,11 +44,58 @@ lint: setup
 	$(BIN)/ruff format --check setup.py src tests bench
 	$(BIN)/mypy
 
-# The tests, after the install check (pytest's summary stays the last line).
+# The tests against the compiled build, after the install check, then a part of them
+# against the plain-Python build (test-pure).
 test: lint install-check replay-env
 	.ci/postgres-up
 	.ci/chromium-up
 	$(BIN)/pytest -q
+	$(MAKE) --no-print-directory test-pure
+
+# The plain-Python build (TRAWL_PURE=1) in a venv of its own, installed as a regular
+# (not editable) install from a copy of what a build reads: no compiled module can
+# shadow a source there, and neither src/ nor PYTHONPATH is on the tests' path. The
+# files below test every module setup.py compiles (and the Python references of the two
+# written in C) and crawl end to end; docs/DEVELOPMENT.md says why these.
+PURE := .venv-pure
+PURE_STAMP := $(PURE)/trawl.stamp
+PURE_TESTS := \
+	tests/test_urls.py tests/test_url_fast_paths.py tests/test_conformance_links.py \
+	tests/test_links.py tests/test_scope.py tests/test_parser.py tests/test_parser_pieces.py \
+	tests/test_recrawl.py tests/test_freshness.py tests/test_seen.py tests/test_committer.py \
+	tests/test_known_ids.py tests/test_hosts.py tests/test_per_ip.py tests/test_frontier.py \
+	tests/test_compiled.py tests/test_crawl.py tests/test_depth.py tests/test_traps.py \
+	tests/test_extract_pool.py tests/test_cli.py
+
+# What a build reads (setup.py, pyproject.toml, README.md and src/), copied to
+# $(PURE)/checkout without compiled modules or caches: pip builds a local directory in
+# place, and build/ in this tree is `make setup`'s.
+PURE_COPY = rm -rf $(PURE)/checkout && mkdir -p $(PURE)/checkout && \
+	tar --exclude='*.so' --exclude=__pycache__ --exclude='*.egg-info' \
+	-cf - setup.py pyproject.toml README.md src | tar -C $(PURE)/checkout -xf -
+
+$(PURE)/bin/pytest: pyproject.toml
+	rm -rf $(PURE)
+	$(PYTHON) -m venv $(PURE)
+	$(PURE)/bin/pip install --quiet --upgrade pip
+	$(PURE_COPY)
+	TRAWL_PURE=1 $(PURE)/bin/pip install --quiet '$(PURE)/checkout[dev]'
+	touch $@
+
+# trawl installed again whenever a source changes.
+$(PURE_STAMP): $(PURE)/bin/pytest setup.py $(shell find src -name '*.py' -o -name '*.c')
+	$(PURE_COPY)
+	TRAWL_PURE=1 $(PURE)/bin/pip install --quiet --no-deps --no-build-isolation \
+		--force-reinstall $(PURE)/checkout
+	rm -rf $(PURE)/checkout
+	touch $@
+
+# The check line prints where trawl is imported from and fails unless that is $(PURE).
+test-pure: $(PURE_STAMP)
+	.ci/postgres-up
+	env -u PYTHONPATH $(PURE)/bin/python -P -c 'import trawl; print("test-pure:", trawl.__file__)' \
+		| grep -F '$(abspath $(PURE))/'
+	env -u PYTHONPATH TRAWL_PURE=1 $(PURE)/bin/pytest -q $(PURE_TESTS)
 
 # pip install as a user does it: a wheel built by the pip that comes with $(PYTHON), in
 # clean venvs outside this tree, and every feature run from that install (.ci/install-check).

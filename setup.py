@@ -42,6 +42,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 COMPILED = (
+    "extract.resolution",
     "extract.urls",
     "extract.links",
     "extract.scope",

@@ -43,7 +43,9 @@ def _compiled() -> tuple[str, ...]:
 def _imported_packages(module: str) -> set[str]:
     """The top-level names of what ``trawl.<module>`` imports from outside trawl and the
     standard library."""
-    tree = ast.parse((ROOT / "src" / "trawl" / f"{module.replace('.', '/')}.py").read_text())
+    tree = ast.parse(
+        ROOT.joinpath("src", "trawl", *module.split(".")).with_suffix(".py").read_text()
+    )
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -60,7 +62,7 @@ def _requirements(specs: list[str]) -> dict[str, Requirement]:
 def test_the_build_environment_has_every_package_a_compiled_module_imports() -> None:
     """mypyc type-checks a module before compiling it, in pip's isolated environment:
     a package missing there leaves the module's use of it untyped, which the strict
-    check rejects (ada-url's ``no-any-return`` in trawl.extract.urls)."""
+    check rejects (ada-url's ``no-any-return`` in trawl.extract.resolution)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     requires = _requirements(pyproject["build-system"]["requires"])
     depends = _requirements(pyproject["project"]["dependencies"])

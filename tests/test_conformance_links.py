@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from trawl.extract.urls import DEFAULT_RULES, Rejection, normalize, resolve
+from trawl.extract.resolution import resolve
+from trawl.extract.urls import DEFAULT_RULES, Rejection, normalize
 
 DATA = Path(__file__).parent / "data" / "conformance" / "link_resolution_whatwg.json"
 DEFAULT_BASE = "http://example.org/"

@@ -85,7 +85,8 @@ def test_status_export_and_fresh_through_the_cli(
     where = ["--store", PG_URL, "--crawl", crawl_name]
     crawl_args = [
         "crawl", *server.site.seeds, *server.resolve_args(), "--delay", "0", "--no-progress",
-        "--json", "--data-dir", str(tmp_path), *where,
+        "--response-factor", "0", "--retry-base", "0.05", "--retry-cap", "1", "--json",
+        "--data-dir", str(tmp_path), *where,
     ]  # fmt: skip
     first = trawl(*crawl_args)
     assert first.returncode == 0, first.stderr

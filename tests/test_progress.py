@@ -86,9 +86,12 @@ def slow_site(port: int) -> Site:
 
 
 def crawl_command(server: SiteServer, data_dir: Path, *extra: str, delay: float) -> list[str]:
-    """``trawl crawl`` of the site, one request per host every ``delay`` seconds."""
+    """``trawl crawl`` of the site, one request per host every ``delay`` seconds, and the
+    site's failing pages retried after short back-offs."""
     config = data_dir.with_name(f"{data_dir.name}.toml")
-    config.write_text(f"delay = {delay}\nresponse_factor = 0.5\n")
+    config.write_text(
+        f"delay = {delay}\nresponse_factor = 0.5\nretry_base = 0.05\nretry_cap = 1.0\n"
+    )
     return [
         sys.executable, "-m", "trawl", "crawl", *server.site.seeds, *server.resolve_args(),
         "--data-dir", str(data_dir), "--config", str(config), "--no-progress", "--json",
@@ -136,7 +139,7 @@ def number(text: str) -> int:
 def test_without_a_terminal_a_stats_line_comes_every_interval(tmp_path: Path) -> None:
     with SiteServer(slow_site) as server:
         done = subprocess.run(
-            crawl_command(server, tmp_path, "--stats-interval", "0.5", delay=0.1),
+            crawl_command(server, tmp_path, "--stats-interval", "0.25", delay=0.05),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -19,19 +19,17 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from trawl.extract.links import LinkFilter
+from trawl.extract.resolution import plain_parts, resolve, resolve_against_serialized
 from trawl.extract.scope import Scope
 from trawl.extract.urls import (
     DEFAULT_RULES,
     NormalizeRules,
     _normalize_serialized,
-    _plain,
     is_plain_origin,
     normalize,
     normalize_on_plain_origin,
     normalize_own_serialization,
     normalize_resolved,
-    resolve,
-    resolve_against_serialized,
 )
 from trawl.store.values import CommitBatch
 
@@ -89,7 +87,7 @@ def test_plain_urls_normalise_as_the_general_rules_do(url: str, short: bool) -> 
     serialized = resolve(url, None)
     if serialized is None:
         return
-    note(f"serialized={serialized!r} plain={_plain(serialized) is not None}")
+    note(f"serialized={serialized!r} plain={plain_parts(serialized) is not None}")
     assert normalize_resolved(serialized, rules) == _normalize_serialized(serialized, rules)
 
 
@@ -111,12 +109,12 @@ def test_the_benchmark_shapes_take_the_plain_path() -> None:
         "http://h3.bench.test:18470/articles/2004/post-17.html",
         "https://h3.bench.test:8443/docs/p3/",
     ):
-        assert _plain(url) is not None
+        assert plain_parts(url) is not None
         assert normalize_own_serialization(url, DEFAULT_RULES) == normalize(url)
         assert resolve_against_serialized(url, None) == resolve(url, None)
     # The standard drops a scheme's default port, so such a URL is not its own serialization.
-    assert _plain("https://h3.bench.test:443/docs/p3/") is None
-    assert _plain("http://h3.bench.test:80/docs/p3/") is None
+    assert plain_parts("https://h3.bench.test:443/docs/p3/") is None
+    assert plain_parts("http://h3.bench.test:80/docs/p3/") is None
 
 
 PLAIN_HOST = st.lists(st.sampled_from(["a", "h12", "www", "x-y", "a--b", "co"]), min_size=1).map(

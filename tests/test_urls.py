@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import CrawlRunner
 from trawl.demo import Response, Site, SiteServer
+from trawl.extract.resolution import resolve, resolve_against_serialized
 from trawl.extract.urls import (
     DEFAULT_RULES,
     DEFAULT_STRIP_PARAMS,
@@ -19,8 +20,6 @@ from trawl.extract.urls import (
     host_key,
     hostname,
     normalize,
-    resolve,
-    resolve_against_serialized,
     session_token,
     url_hash,
 )

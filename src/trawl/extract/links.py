@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from trawl.extract.resolution import resolve_against_serialized
 from trawl.extract.scope import Scope, Verdict
 from trawl.extract.urls import (
     NormalizeRules,
@@ -35,7 +36,6 @@ from trawl.extract.urls import (
     normalize_on_plain_origin,
     normalize_own_serialization,
     normalize_resolved,
-    resolve_against_serialized,
     url_hash,
 )
 from trawl.store.values import CommitBatch, NewURL

@@ -43,8 +43,9 @@ from trawl.crawl.gc_tuning import young_gc_threshold
 from trawl.errors import TrawlError
 from trawl.extract.links import DEFAULT_MAX_DEPTH, LinkFilter
 from trawl.extract.parser import content_charset, parse_html, robots_header
+from trawl.extract.resolution import resolve
 from trawl.extract.scope import Scope
-from trawl.extract.urls import NormalizeRules, normalize, resolve
+from trawl.extract.urls import NormalizeRules, normalize
 from trawl.freshness.recrawl import body_hash, text_hash
 from trawl.resource import AsyncResource
 from trawl.store.values import CommitBatch, NewURL

@@ -1,10 +1,10 @@
-"""URL resolution, normalisation and validation: the identity of every URL trawl sees.
+"""URL normalisation and validation: the identity of every URL trawl sees.
 
 Two URLs that normalise to the same string are the same page for trawl: the seen-set,
 the store and the frontier key on the normalised form (and on `url_hash` of it).
 
-`resolve` follows the WHATWG URL Standard exactly (the ada parser), as browsers do.
-`normalize` resolves first and then applies these rules, in this order:
+`normalize` resolves first, per the WHATWG URL Standard (trawl.extract.resolution), and
+then applies these rules, in this order:
 
 1. Resolution (WHATWG): ASCII tab/newline removed anywhere, leading/trailing C0 controls
    and spaces trimmed, backslashes read as slashes, scheme and host lower-cased, hosts
@@ -53,7 +53,14 @@ import string
 from dataclasses import dataclass
 from operator import itemgetter
 
-from ada_url import idna_to_ascii, join_url, parse_url
+from ada_url import idna_to_ascii
+
+from trawl.extract.resolution import (
+    PLAIN_PATH_ABSOLUTE,
+    own_serialization,
+    plain_parts,
+    resolve,
+)
 
 __all__ = [
     "DEFAULT_RULES",
@@ -65,7 +72,6 @@ __all__ = [
     "hostname",
     "key_hostname",
     "normalize",
-    "resolve",
     "session_token",
     "url_hash",
 ]
@@ -209,140 +215,6 @@ _HTTP_SCHEMES = ("http", "https")
 _AUTHORITY_END = "/\\?#"
 
 
-def _ada_href(href: str, base: str | None) -> str | None:
-    """The WHATWG serialisation of `href` resolved against `base`, or None on failure."""
-    try:
-        if base is None:
-            return parse_url(href, ("href",))["href"]
-        return join_url(base, href)
-    except ValueError:
-        return None
-
-
-_PLAIN_RELATIVE = re.compile(
-    r"(?P<path>[A-Za-z0-9_~%./-]+)(?P<rest>(?:\?[A-Za-z0-9_~%.=&+-]*)?(?:#[A-Za-z0-9_~.-]*)?)"
-)
-"""A relative href whose resolution needs no parsing: a path of plain characters (dot
-segments are resolved by :func:`_join_segments`), a plain query and fragment."""
-
-
-_PLAIN_TAIL = (
-    r"(?P<path>/[A-Za-z0-9._~!$&'()*+,=:@/-]*)"
-    r"(?:\?(?P<query>[A-Za-z0-9._~!$&()*+,;=:@/?-]*))?"
-    r"(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
-)
-"""Path, query and fragment of the plain shape."""
-
-_PLAIN_URL = re.compile(
-    r"(?P<scheme>https?://)(?P<host>(?:[a-z0-9-]{1,63}\.)*[a-z][a-z0-9-]{0,62})"
-    r"(?P<port>:[1-9][0-9]{0,4})?" + _PLAIN_TAIL
-)
-"""An absolute URL of the shape most links have: lower-case scheme and DNS name (the
-last label starting with a letter, so never an IPv4 number), a port without leading
-zeros if any, no credentials or percent-escapes, no ``;`` in the path, and only
-characters that no component of the WHATWG serialization escapes."""
-
-_PLAIN_PATH_ABSOLUTE = re.compile(_PLAIN_TAIL)
-"""The path, query and fragment of `_PLAIN_URL`, alone: a path-absolute href that a page
-on a plain origin resolves to a plain URL by joining strings."""
-
-_DEFAULT_PORTS = {"http://": ":80", "https://": ":443"}
-
-
-def _plain(url: str) -> re.Match[str] | None:
-    """`url`'s parts when it has the `_PLAIN_URL` shape, a host of at most 253 characters
-    and no punycode label, and a port, if any, up to 65535 and not the scheme's default
-    (which the standard drops); None otherwise."""
-    match = _PLAIN_URL.fullmatch(url)
-    if match is None or len(match["host"]) > 253 or "xn--" in match["host"]:
-        return None
-    port = match["port"]
-    if port is not None and (int(port[1:]) > 65535 or port == _DEFAULT_PORTS[match["scheme"]]):
-        return None
-    return match
-
-
-def _own_serialization(href: str) -> re.Match[str] | None:
-    """`href`'s parts when it is its own WHATWG serialization: `_plain` and without dot
-    segments, which the parser would resolve; None otherwise."""
-    plain = _plain(href)
-    return None if plain is None or "/." in plain["path"] else plain
-
-
-def _join_segments(base_path: list[str], path: str) -> str:
-    """The standard's path state for a plain `path` against a base path's segments:
-    ``.`` and ``..`` segments resolved, a trailing one leaving an empty segment."""
-    out = [] if path.startswith("/") else base_path[:-1]
-    segments = path[1:].split("/") if path.startswith("/") else path.split("/")
-    last = len(segments) - 1
-    for index, segment in enumerate(segments):
-        if segment == "..":
-            if out:
-                out.pop()
-            if index == last:
-                out.append("")
-        elif segment == ".":
-            if index == last:
-                out.append("")
-        else:
-            out.append(segment)
-    return "/" + "/".join(out)
-
-
-def _simple_join(href: str, base: str) -> str | None:
-    """The standard's resolution of a plain relative `href`, by string joining; None when
-    `href` or `base` is not plain enough for that (the caller then asks ada)."""
-    if not base.startswith(("http://", "https://")) or href.startswith("//"):
-        return None
-    match = _PLAIN_RELATIVE.fullmatch(href)
-    # Percent-encoded dots still make dot segments; leave those to ada.
-    if match is None or "%2e" in href or "%2E" in href:
-        return None
-    authority = base.find("/", base.find("//") + 2)
-    if authority < 0:
-        return None
-    path = match["path"]
-    dotted = path.startswith(".") or "/." in path
-    if path.startswith("/") and not dotted:
-        return base[:authority] + href
-    end = len(base)
-    for mark in "?#":
-        found = base.find(mark, authority)
-        if 0 <= found < end:
-            end = found
-    if not dotted:
-        return base[: base.rfind("/", authority, end) + 1] + href
-    base_path = base[authority + 1 : end].split("/")
-    return base[:authority] + _join_segments(base_path, path) + match["rest"]
-
-
-def resolve(href: str, base: str | None) -> str | None:
-    """Resolve `href` against `base` per the WHATWG URL Standard; None when it fails.
-
-    With no base, `href` must be absolute. No normalisation beyond the standard's own:
-    credentials and fragment are kept.
-    """
-    return _ada_href(href, base)
-
-
-def resolve_against_serialized(href: str, base: str | None) -> str | None:
-    """:func:`resolve` for a `base` that is already a WHATWG serialisation (a normalised
-    page URL, or :func:`resolve`'s own output).
-
-    Plain relative hrefs, most links of most pages, are then joined as strings, which
-    gives the standard's result without a parse, and a plain absolute href (`_plain`,
-    without dot segments) is its own serialization; anything else goes to :func:`resolve`.
-    """
-    if href.startswith(("http://", "https://")):
-        if _own_serialization(href) is not None:
-            return href
-    elif base is not None:
-        joined = _simple_join(href, base)
-        if joined is not None:
-            return joined
-    return _ada_href(href, base)
-
-
 def _fix_escapes(part: str) -> str:
     """Upper-case percent-escape hex and decode escapes of unreserved characters.
 
@@ -470,7 +342,7 @@ def _failure_reason(href: str, base: str | None) -> Rejection:
             return Rejection.SCHEME
         rest = text[match.end() :]
     elif text.startswith(("//", "\\\\", "/\\", "\\/")):
-        base_href = None if base is None else _ada_href(base, None)
+        base_href = None if base is None else resolve(base, None)
         if base_href is None:
             return Rejection.UNPARSABLE
         if not base_href.startswith(("http:", "https:")):
@@ -502,7 +374,7 @@ def normalize(
 
     Returns the normalised URL, or the `Rejection` that says why the link is unusable.
     """
-    url = _ada_href(href, base)
+    url = resolve(href, base)
     if url is None:
         return _failure_reason(href, base)
     return normalize_resolved(url, rules)
@@ -514,16 +386,17 @@ def normalize_resolved(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str |
     ``normalize(href, base) == normalize_resolved(resolve(href, base))`` whenever the
     resolution succeeds; callers that cache by resolved URL use this half alone.
     """
-    plain = _plain(url)
+    plain = plain_parts(url)
     if plain is not None:
         return _normalize_plain(plain, rules)
     return _normalize_serialized(url, rules)
 
 
 def is_plain_origin(origin: str) -> bool:
-    """Whether ``scheme://host[:port]`` (a serialized URL up to its path) has the `_plain`
-    shape's scheme, host and port, as :func:`normalize_on_plain_origin` needs."""
-    return _plain(origin + "/") is not None
+    """Whether ``scheme://host[:port]`` (a serialized URL up to its path) has the plain
+    shape's scheme, host and port (`plain_parts`), as :func:`normalize_on_plain_origin`
+    needs."""
+    return plain_parts(origin + "/") is not None
 
 
 def normalize_on_plain_origin(
@@ -534,17 +407,17 @@ def normalize_on_plain_origin(
     URL is the two joined, so one match of the href alone does; None for other hrefs."""
     if href.startswith("//"):
         return None
-    parts = _PLAIN_PATH_ABSOLUTE.fullmatch(href)
+    parts = PLAIN_PATH_ABSOLUTE.fullmatch(href)
     if parts is None or "/." in parts["path"]:
         return None
     return _normalize_parts(origin, parts["path"], parts["query"], rules)
 
 
 def normalize_own_serialization(href: str, rules: NormalizeRules) -> str | Rejection | None:
-    """``normalize(href)`` for a plain absolute `href` (`_plain`, no dot segments), which is
-    its own WHATWG serialization, with one match of the plain shape where resolving and
+    """``normalize(href)`` for a plain absolute `href` (`plain_parts`, no dot segments),
+    which is its own WHATWG serialization, with one match of the plain shape where resolving and
     then normalising take two; None for any other href, which must be resolved first."""
-    plain = _own_serialization(href)
+    plain = own_serialization(href)
     return None if plain is None else _normalize_plain(plain, rules)
 
 
@@ -586,7 +459,7 @@ def _normalize_serialized(url: str, rules: NormalizeRules) -> str | Rejection:
     if path != escaped and "/." in path:
         # Dropping a path parameter can leave a dot segment ("/a/.;jsessionid=1"):
         # resolve it as the standard would, so normalising twice changes nothing.
-        reparsed = _ada_href(result, None)
+        reparsed = resolve(result, None)
         if reparsed is not None:
             return normalize_resolved(reparsed, rules)
     if len(result) > rules.max_length:
@@ -595,7 +468,7 @@ def _normalize_serialized(url: str, rules: NormalizeRules) -> str | Rejection:
 
 
 def _normalize_plain(parts: re.Match[str], rules: NormalizeRules) -> str | Rejection:
-    """`_normalize_serialized` of a `_plain` URL, which has no escapes, path parameters
+    """`_normalize_serialized` of a `plain_parts` URL, which has no escapes, path parameters
     or credentials and a valid host and port: only the fragment and query rules change it,
     and only the length and path rules reject it. Most links have this shape, and this
     takes about half the time (tests/test_url_fast_paths.py holds the two equal)."""

@@ -33,7 +33,8 @@ from collections.abc import Iterable
 
 from trawl.extract.links import LinkFilter
 from trawl.extract.parser import is_html
-from trawl.extract.urls import DEFAULT_RULES, normalize, resolve
+from trawl.extract.resolution import resolve
+from trawl.extract.urls import DEFAULT_RULES, normalize
 from trawl.fetch.fetcher import FetchResult
 from trawl.freshness.sitemap_parser import Sitemap, SitemapError, SitemapKind, parse_sitemap
 from trawl.store.values import CommitBatch, Kind, Listed, QueuedURL
