@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from trawl.config import (
+    TEXT_FORMATS,
     Breaker,
     CrawlConfig,
     Freshness,
@@ -328,6 +329,11 @@ OPTIONS: tuple[Option, ...] = (
            "Leave near-duplicate pages out of the --text output.", kept=_LOCAL,
            details="Near duplicates are pages within 3 bits of an earlier page's SimHash; "
                    "they are recorded either way."),
+    Option("text_format", Kind.CHOICE, _OUTPUTS,
+           "The --text output's main text as plain text or as Markdown.",
+           default=_CRAWL.text_format, choices=TEXT_FORMATS, kept=_LOCAL,
+           details="Markdown keeps headings, lists, tables, emphasis and links (made "
+                   "absolute). The content hash and SimHash are of the plain text either way."),
     Option("events", Kind.PATH, _OUTPUTS,
            "Append one PageFetched JSON line per new or changed page to FILE.",
            metavar="FILE", kept=_LOCAL),

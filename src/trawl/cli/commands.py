@@ -153,6 +153,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         warc_max_size=values["warc_max_size"],
         text=bool(values["text"]),
         text_near_duplicates=not values["text_skip_near_duplicates"],
+        text_format=values["text_format"],
         events=_path(values["events"]),
         store=_store_location(values),
         fresh=bool(values["fresh"]),

@@ -107,6 +107,7 @@ async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncI
         max_links=config.limits.max_links,
         max_depth=config.limits.max_depth,
         content=config.content,
+        text_format=config.text_format,
     )
     async with contextlib.AsyncExitStack() as stack:
         # First, so that the workers load their code while the store opens.

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from trawl.config import ScopeConfig
+from trawl.config import ScopeConfig, TextFormat
 from trawl.content.text import PageText, extract_text
 from trawl.crawl.gc_tuning import young_gc_threshold
 from trawl.errors import TrawlError
@@ -64,6 +64,7 @@ class ExtractSettings:
     max_depth: int = DEFAULT_MAX_DEPTH
     content: bool = False
     """Take each indexable page's main text and fingerprints (``--text``, ``--events``)."""
+    text_format: TextFormat = "text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,7 @@ class Extractor:
         if noindex:
             batch.count("noindex_pages")
         elif s.content:
-            text = extract_text(body, url, content_charset(content_type))
+            text = extract_text(body, url, content_charset(content_type), s.text_format)
             content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
         change = text_hash(text.content_hash) if text else body_hash(body)
         if s.honour_nofollow and (page.nofollow or nofollow_header):
