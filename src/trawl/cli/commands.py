@@ -47,7 +47,7 @@ from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import NormalizeRules
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
-from trawl.ops.export import export_rows
+from trawl.ops.export import export_items, export_rows
 from trawl.ops.logs import configure_logging
 from trawl.ops.summary import Summary
 from trawl.store.location import DEFAULT_CRAWL, StoreLocation, newest_unfinished
@@ -377,15 +377,24 @@ def status(data_dir: str, dsn: str | None, crawl_name: str, as_json: bool) -> No
 )
 @click.option("--output", "-o", type=click.Path(path_type=Path),
               help="Write here instead of stdout.")  # fmt: skip
-def export(data_dir: str, dsn: str | None, crawl_name: str, fmt: str, output: Path | None) -> None:
-    """Write one row per known URL (csv or jsonl)."""
+@click.option(
+    "--items",
+    "items",
+    is_flag=True,
+    help="Write the items page handlers yielded, one row per item, instead of the URLs.",
+)
+def export(
+    data_dir: str, dsn: str | None, crawl_name: str, fmt: str, output: Path | None, items: bool
+) -> None:
+    """Write one row per known URL, or with --items one per item (csv or jsonl)."""
     location = StoreLocation(Path(data_dir), dsn, crawl_name)
+    write = export_items if items else export_rows
     if output is None:
-        asyncio.run(export_rows(location, fmt, sys.stdout))
+        asyncio.run(write(location, fmt, sys.stdout))
         return
     try:
         with output.open("w", newline="", encoding="utf-8") as handle:
-            asyncio.run(export_rows(location, fmt, handle))
+            asyncio.run(write(location, fmt, handle))
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
 

@@ -36,8 +36,9 @@ Part = tuple[CommitBatch, Sequence[FetchedContent]]
 
 
 def merge(into: CommitBatch, part: CommitBatch) -> None:
-    """Append ``part`` to ``into``; a fenced part's own writes stay apart in
-    ``into.fenced`` for the store to check against the host's lease."""
+    """Append ``part`` to ``into``; a fenced part's own writes (outcomes, host updates,
+    counters, items) stay apart in ``into.fenced`` for the store to check against the
+    host's lease."""
     into.new_urls.extend(part.new_urls)
     into.listed.update(part.listed)
     into.lastmods.extend(part.lastmods)
@@ -45,12 +46,17 @@ def merge(into: CommitBatch, part: CommitBatch) -> None:
     if part.fence is not None:
         into.fenced.append(
             CommitBatch(
-                outcomes=part.outcomes, hosts=part.hosts, counters=part.counters, fence=part.fence
+                outcomes=part.outcomes,
+                hosts=part.hosts,
+                counters=part.counters,
+                items=part.items,
+                fence=part.fence,
             )
         )
         return
     into.outcomes.extend(part.outcomes)
     into.hosts.extend(part.hosts)
+    into.items.extend(part.items)
     for name, value in part.counters.items():
         into.count(name, value)
 

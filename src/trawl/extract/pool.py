@@ -146,7 +146,7 @@ class Extractor:
 
 Answer = tuple[
     str | None,
-    list[tuple[int, str, str, int, int, str | None]],
+    list[tuple[int, str, str, int, int, str | None, str | None]],
     dict[str, int],
     bool,
     int,
