@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from test_cli import Run, assert_one_error_line, make_site, trawl, trawl_inline
-from trawl.cli.commands import build_config, crawl, demo, merged_values, worker
+from trawl.cli.commands import crawl, demo, merged_values, worker
 from trawl.config import CrawlConfig
 from trawl.demo import SiteServer
 from trawl.errors import UsageError
 from trawl.options import LOCAL_NAMES, OPTIONS, Kept, Kind, Option
 from trawl.policy import policy_json
+from trawl.settings import build_config
 from trawl.store.sqlite.store import DB_NAME
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "OPTIONS.md"
@@ -30,7 +31,7 @@ SAMPLES = {
     "store": "postgresql://db/x", "crawl": "other", "worker_id": "w9", "strip_params": "sid",
     "data_dir": "elsewhere", "events": "events.jsonl", "hosts_file": "hosts",
     "include": "/a/", "exclude": "/b/", "allow_network": "10.0.0.0/8",
-    "nameserver": "127.0.0.1", "resolve": "a.test=127.0.0.1",
+    "nameserver": "127.0.0.1", "resolve": "a.test=127.0.0.1", "handler": "books:book",
 }  # fmt: skip
 """A value other than the default for each option whose kind does not suggest one."""
 

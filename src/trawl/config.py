@@ -267,6 +267,10 @@ class CrawlConfig:
     metrics_port: int | None = None
     """Serve Prometheus metrics on 127.0.0.1 at this port (0: any free port)."""
     freshness: Freshness = field(default_factory=Freshness)
+    handlers: tuple[tuple[str | None, str], ...] = ()
+    """The page handlers, (label, ``module:function`` or ``/path/script.py:function``):
+    a page of a label with a handler yields items and the links to follow
+    (trawl.extract.handled); a label of None is the default handler's."""
 
     @property
     def location(self) -> StoreLocation:

@@ -338,6 +338,14 @@ OPTIONS: tuple[Option, ...] = (
            "Append one PageFetched JSON line per new or changed page to FILE.",
            metavar="FILE", kept=_LOCAL),
     Option("json", Kind.FLAG, _OUTPUTS, "Print the summary as JSON.", kept=_LOCAL),
+    Option("handler", Kind.LIST, _OUTPUTS,
+           "Run this function on the pages of LABEL (none: on pages without a label) "
+           "(repeatable): it yields items and the links to follow.",
+           metavar="[LABEL=]MODULE:FUNCTION", kept=_LOCAL,
+           details="Items go to the store (`trawl export --items`); a page's follows take "
+                   "the place of its links. `trawl crawl` stores its handlers with the "
+                   "crawl; a `trawl worker` without `--handler` runs those, one with it "
+                   "must name the same labels (docs/API.md)."),
     # Store
     Option("data_dir", Kind.PATH, _STORE, "Where the crawl state and output files live.",
            default=str(_CRAWL.data_dir), metavar="DIR", kept=_LOCAL),

@@ -28,9 +28,11 @@ from trawl.content.stage import ContentStage, FetchedContent
 from trawl.frontier.inlinks import InlinkCounter
 from trawl.frontier.seen import SeenSet
 from trawl.store.protocols import Commits
-from trawl.store.values import CommitBatch, CommitResult
+from trawl.store.values import CommitBatch, CommitResult, PageItems
 
 OnCommit = Callable[[CommitResult], None]
+OnItems = Callable[[list[PageItems]], None]
+"""Hears of the page items a commit wrote (trawl.handlers.crawler's ``on_item``)."""
 Part = tuple[CommitBatch, Sequence[FetchedContent]]
 """A page's batch, and its fingerprinted content for the content stage."""
 
@@ -75,10 +77,13 @@ class Committer:
         hurry: int | None = None,
         content: ContentStage | None = None,
         on_store: Callable[[float], None] | None = None,
+        on_items: OnItems | None = None,
     ) -> None:
         """``hurry`` (default ``max_batch``) is how many waiting pages end a linger;
-        ``on_store`` hears how long each store transaction took (seconds)."""
+        ``on_store`` hears how long each store transaction took (seconds); ``on_items``
+        the page items each transaction wrote."""
         self._on_store = on_store
+        self._on_items = on_items
         self._store = store
         self._content = content
         self._seen = seen
@@ -156,3 +161,15 @@ class Committer:
         if self._on_store is not None:
             self._on_store(time.perf_counter() - started)
         self._on_commit(result)
+        if self._on_items is not None:
+            items = committed_items(batch)
+            if items:
+                self._on_items(items)
+
+
+def committed_items(batch: CommitBatch) -> list[PageItems]:
+    """The page items a committed ``batch`` wrote: its own and its fenced parts'."""
+    items = list(batch.items)
+    for part in batch.fenced:
+        items.extend(part.items)
+    return items
