@@ -251,10 +251,15 @@ def worker_main() -> None:
     """A worker process: settings first, then one page per frame, answered in order.
 
     It reads its standard input until end of file, which comes when the crawl closes the
-    pipe or dies (even by kill -9), so a worker never outlives its crawl.
+    pipe or dies (even by kill -9), so a worker never outlives its crawl. Answers go out
+    on a copy of its standard output, which itself then writes to standard error: what
+    a page handler's code prints cannot break them.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin = sys.stdin.buffer
+    sys.stdout.flush()
+    stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     settings = _read_frame(stdin)
     if not isinstance(settings, ExtractSettings):
         return
