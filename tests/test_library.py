@@ -191,3 +191,21 @@ def test_options_are_checked_as_the_command_line_checks_them(tmp_path: Path) -> 
     with pytest.raises(UsageError, match="two handlers for pages without a label"):
         crawler.handler()(catalogue_handlers.listing)
     assert crawler.config().handlers == ((None, "test_library:follows_nothing"),)
+
+
+async def test_an_on_item_that_raises_stops_the_crawl_and_its_error_is_raised(
+    tmp_path: Path,
+) -> None:
+    with SiteServer(catalogue) as server:
+        crawler = with_catalogue_handlers(crawler_for(server, tmp_path / "books", delay=0.02))
+
+        @crawler.on_item
+        async def refuse(item: dict[str, Any]) -> None:
+            raise RuntimeError(f"cannot keep {item['title']}")
+
+        with pytest.raises(RuntimeError, match="cannot keep Book number"):
+            async with crawler:
+                await crawler.wait()
+        fetched = sum(page_requests(server).values())
+    assert fetched < 1 + 10 + len(book_numbers())
+    assert len(await stored_items(tmp_path / "books")) < len(book_numbers())

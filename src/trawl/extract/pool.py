@@ -1,7 +1,9 @@
 """The extract stage: a fetched HTML page in, its canonical URL and link candidates out.
 
 It joins the parser and the URL filter, the two most CPU-hungry steps of a crawl, into
-one pure function of the page, so it can run in a worker process on another core.
+one pure function of the page, so it can run in a worker process on another core. A
+page whose label has a page handler gives what the handler gave instead of its links
+(trawl.extract.handled); the worker loads the handlers when it starts.
 ``ExtractPool`` runs it there (``workers`` >= 1) or in the crawl's own process
 (``workers`` = 0). A worker is a plain child process fed through its standard input and
 answering on its standard output (length-prefixed pickles, answers in order; a page's

@@ -95,7 +95,8 @@ class Crawler:
 
     def on_item(self, fn: OnItem) -> OnItem:
         """Register the decorated async function to be called with each item (a dict)
-        once it is committed to the store."""
+        once it is committed to the store. One that raises stops the crawl gracefully,
+        and :meth:`run` (or :meth:`wait`) raises its exception."""
         self._on_item.append(fn)
         return fn
 
@@ -160,6 +161,7 @@ class Crawler:
         while (item := await self._items.get()) is not _END:
             assert isinstance(item, dict)
             yield item
+        self._items.put_nowait(_END)  # for the next call
 
     async def _crawl(self, config: CrawlConfig, *, signals: bool) -> Summary:
         """The crawl in the running loop, with its items fed to ``on_item`` and
