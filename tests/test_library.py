@@ -22,8 +22,12 @@ import catalogue_handlers
 import trawl
 from catalogue_site import HOST, OTHER_HOST, book_numbers, book_url, catalogue, expected_items
 from conftest import page_requests, read_rows
+from trawl.config import ScopeConfig
 from trawl.demo import SiteServer
 from trawl.errors import UsageError
+from trawl.extract.handled import Fetched
+from trawl.extract.pool import Extracted, Extractor, ExtractSettings
+from trawl.extract.urls import DEFAULT_RULES
 from trawl.store.location import StoreLocation
 from trawl.store.values import State
 
@@ -209,3 +213,30 @@ async def test_an_on_item_that_raises_stops_the_crawl_and_its_error_is_raised(
         fetched = sum(page_requests(server).values())
     assert fetched < 1 + 10 + len(book_numbers())
     assert len(await stored_items(tmp_path / "books")) < len(book_numbers())
+
+
+def test_a_page_that_says_nofollow_keeps_its_items_but_not_its_follows() -> None:
+    settings = ExtractSettings(
+        seeds=("http://books.test/",), scope=ScopeConfig(), rules=DEFAULT_RULES,
+        agent="trawl", honour_nofollow=True, max_links=100,
+        handlers=((None, "catalogue_handlers:listing"), ("book", "catalogue_handlers:book")),
+    )  # fmt: skip
+    extractor = Extractor(settings)
+    listing = b"<nav><a href='/c/a/page-1.html'>a</a></nav>"
+    book = b"<h1>Title</h1><a href='/other.html'>other</a>"
+    meta = b"<meta name='robots' content='nofollow'>"
+
+    def extract(body: bytes, label: str | None) -> Extracted:
+        fetched = Fetched(200, {"content-type": "text/html"}, 1.0, label)
+        return extractor.extract("http://books.test/", 1, body, "text/html", (), fetched)
+
+    followed = extract(listing, None)
+    assert [(link.url, link.label) for link in followed.links] == [
+        ("http://books.test/c/a/page-1.html", None)
+    ]
+    assert extract(meta + listing, None).links == []
+    assert extract(meta + listing, None).counters["nofollow_pages"] == 1
+    kept = extract(meta + book, "book")
+    assert kept.links == []
+    assert kept.handled is not None
+    assert [json.loads(item)["title"] for item in kept.handled.items] == ["Title"]

@@ -139,14 +139,16 @@ class Extractor:
         handler = None
         if fetched is not None and self._handlers is not None:
             handler = self._handlers.get(fetched.label)
+        nofollow = s.honour_nofollow and (page.nofollow or nofollow_header)
         if handler is not None:
             assert fetched is not None
             follows, handled = Handlers.run(
-                handler, url, depth, body, fetched, base, self._links, batch
-            )
+                handler, url, depth, body, fetched, base, None if nofollow else self._links,
+                batch,
+            )  # fmt: skip
             return Extracted(canonical, follows, batch.counters, noindex, len(page.links),
                              text, content_hash, change, handled)  # fmt: skip
-        if s.honour_nofollow and (page.nofollow or nofollow_header):
+        if nofollow:
             batch.count("nofollow_pages")
             return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash, change)
         batch.count("nofollow_links", page.nofollow_links)
