@@ -87,11 +87,13 @@ def test_the_catalogue_gives_every_item_once_and_follows_only_what_it_may(
     with SiteServer(catalogue) as server:
         crawler = with_catalogue_handlers(crawler_for(server, tmp_path / "books", parse_workers=1))
         summary = crawler.run()
+        again = crawler.run()
         requests = page_requests(server)
         hosts = {record.host for record in server.requests}
     site = server.site
     assert summary.state == "done"
-    assert crawler.summary == summary
+    assert crawler.summary == again
+    assert (again.state, again.fetched) == ("done", summary.fetched)
     assert asyncio.run(stored_items(tmp_path / "books")) == expected_items(site)
     # Books listed twice are fetched once; the follows to a robots-disallowed path and
     # to another host are never fetched, nor is a link no handler followed.

@@ -108,6 +108,8 @@ class Crawler:
         if is_loading():
             return Summary.from_counters({}, state="not run", elapsed=0.0)
         config = self.config()
+        self._items = self._stopper = None
+        self._stopping = False
         with young_gc_threshold(), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             self.summary = runner.run(self._crawl(config, signals=True))
         return self.summary
@@ -117,6 +119,7 @@ class Crawler:
             raise RuntimeError("this Crawler is running already")
         config = self.config()
         self._items = asyncio.Queue()
+        self._stopping = False
         self._task = asyncio.create_task(self._crawl(config, signals=False))
         self._stopper = Stopper(self._task)
         return self
