@@ -102,6 +102,7 @@ def _console(wanted: bool | None) -> Console | None:
 def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
     """Run the crawl, print its summary, and say on stderr which seeds were not fetched
     and why (the caller's :func:`exit_for` gives the exit code)."""
+    check_handlers(config)
     configure_logging(values["log_format"], values["log_level"])
     summary = run_crawl(
         config, _console(values["progress"]), stats_interval=_stats_interval(values)
@@ -151,7 +152,6 @@ def crawl(ctx: click.Context, /, **params: Any) -> None:
         raise UsageError("give at least one seed URL, e.g. trawl crawl https://example.com/")
     config = build_config(seeds, values)
     check_seeds(seeds, config.url_rules)
-    check_handlers(config)
     exit_for(crawl_and_report(config, values))
 
 
@@ -205,9 +205,7 @@ def worker(**params: Any) -> None:
     if values["crawl"] is None:
         values["crawl"] = asyncio.run(newest_unfinished(str(values["store"])))
     values["join"] = True
-    config = build_config((), values)
-    check_handlers(config)
-    exit_for(crawl_and_report(config, values))
+    exit_for(crawl_and_report(build_config((), values), values))
 
 
 @cli.command(
