@@ -371,8 +371,8 @@ def _produce_into(conn: Connection, producer: Producer) -> None:
 
     Four flat lists pickle and load faster than one tuple per link (per link: pickling
     0.64 -> 0.43 us here, loading and rebuilding the named tuples 1.65 -> 1.2-1.5 us in
-    the parent). Links of pages have no redirect hops and no origin, so those two
-    fields are left to their defaults.
+    the parent). Links of pages have no redirect hops, no origin and no label, so those
+    three fields are left to their defaults.
     """
     with young_gc_threshold():
         for produced in producer.batches():
@@ -393,7 +393,7 @@ def _produce_into(conn: Connection, producer: Producer) -> None:
 def _new_urls(ids: list[int], urls: list[str], hosts: list[str], depths: list[int]) -> list[NewURL]:
     """The links of a batch from their columns. Built with ``tuple.__new__``, because a
     named tuple's own ``__new__`` is a Python function: 0.13 against 0.35 us a link."""
-    rows = zip(ids, urls, hosts, depths, repeat(0), repeat(None), strict=False)
+    rows = zip(ids, urls, hosts, depths, repeat(0), repeat(None), repeat(None), strict=False)
     return list(map(tuple.__new__, repeat(NewURL), rows))
 
 

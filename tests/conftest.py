@@ -29,6 +29,7 @@ from trawl.config import (
     Limits,
     Politeness,
     ScopeConfig,
+    TextFormat,
     Timeouts,
 )
 from trawl.crawl.runner import build_engine
@@ -176,6 +177,7 @@ class CrawlRunner:
         warc: bool = False,
         text: bool = False,
         text_near_duplicates: bool = True,
+        text_format: TextFormat = "text",
         events: Path | None = None,
         store: StoreLocation | None = None,
         freshness: Freshness | None = None,
@@ -207,6 +209,7 @@ class CrawlRunner:
             warc=warc,
             text=text,
             text_near_duplicates=text_near_duplicates,
+            text_format=text_format,
             events=events,
             store=store,
             freshness=freshness or Freshness(),

@@ -25,6 +25,7 @@ from conftest import CrawlRunner, page_requests
 from pg import URL as PG_URL
 from pg import crawl_name
 from test_text import PAGES, edit, news_html, story_page
+from trawl.content.text import extract_text
 from trawl.crawl.runner import TEXT_DIR, WARC_DIR
 from trawl.demo import Response, Site, SiteServer
 from trawl.extract.urls import url_hash
@@ -264,6 +265,27 @@ async def test_near_duplicates_can_be_left_out_of_the_text(
     for pair in NEAR_PAIRS:
         assert len(set(pair) & written) == 1
     assert all("near_duplicate_of" not in r for r in records)
+
+
+async def test_markdown_text_keeps_the_structure_and_the_plain_text_s_fingerprints(
+    crawl: CrawlRunner, server: SiteServer
+) -> None:
+    result = await crawl(server, text=True, text_format="markdown", parse_workers=1)
+    links = store_links(result.data_dir)
+    exact = {later_of(pair, 0, links) for pair in EXACT_PAIRS}
+    assert len(exact) == len(EXACT_PAIRS)
+    assert result.summary.content["near_duplicates"] == 2
+    by_path = {path_of(r["final_url"]): r for r in read_text_output(result.data_dir)}
+    news = by_path["/news" if "/copy" in exact else "/copy"]
+    lines = news["text"].splitlines()
+    assert lines[0] == "# Harbour wall repairs to start in spring after winter storms"
+    assert lines[1] == ""
+    assert "## What the work involves" in lines
+    assert any(line.startswith("- Phase one:") for line in lines)
+    plain = extract_text(news_html().encode(), f"{ROOT}/news", "utf-8")
+    assert plain is not None
+    assert news["content_hash"] == plain.content_hash
+    assert int(news["simhash"], 16) == plain.simhash & ((1 << 64) - 1)
 
 
 async def test_events_name_the_warc_record_of_the_page(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 import uvloop
 
-from trawl.extract.pool import CHANNEL_BYTES, widen_channel
+from trawl.extract.channel import CHANNEL_BYTES, widen_channel
 
 PAGE = b"x" * 40_000
 

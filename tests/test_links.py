@@ -6,7 +6,7 @@ from trawl.extract import links
 from trawl.extract.links import LinkFilter
 from trawl.extract.scope import Scope
 from trawl.extract.urls import DEFAULT_RULES, url_hash
-from trawl.store.values import CommitBatch
+from trawl.store.values import CommitBatch, NewURL
 
 
 def make_filter() -> LinkFilter:
@@ -41,6 +41,13 @@ def test_repeated_hrefs_on_a_page_count_as_duplicates() -> None:
     assert [c.url for c in found] == ["http://www.site.test/a", "http://www.site.test/b",
                                       "http://www.site.test/"]  # fmt: skip
     assert (batch.counters["links"], batch.counters["duplicates"]) == (5, 2)
+
+
+def test_a_pages_links_are_whole_new_urls_without_a_label() -> None:
+    found = make_filter().page_links(["/a"], "http://www.site.test/", 1, CommitBatch())
+    assert found == [NewURL(url_hash("http://www.site.test/a"), "http://www.site.test/a",
+                            "www.site.test", 1)]  # fmt: skip
+    assert found[0].label is None
 
 
 def test_cache_stays_bounded_and_answers_stay_right() -> None:

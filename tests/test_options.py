@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from test_cli import Run, assert_one_error_line, make_site, trawl, trawl_inline
-from trawl.cli.commands import build_config, crawl, demo, merged_values, worker
+from trawl.cli.commands import crawl, demo, merged_values, worker
 from trawl.config import CrawlConfig
 from trawl.demo import SiteServer
+from trawl.errors import UsageError
 from trawl.options import LOCAL_NAMES, OPTIONS, Kept, Kind, Option
 from trawl.policy import policy_json
+from trawl.settings import build_config
 from trawl.store.sqlite.store import DB_NAME
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "OPTIONS.md"
@@ -29,7 +31,7 @@ SAMPLES = {
     "store": "postgresql://db/x", "crawl": "other", "worker_id": "w9", "strip_params": "sid",
     "data_dir": "elsewhere", "events": "events.jsonl", "hosts_file": "hosts",
     "include": "/a/", "exclude": "/b/", "allow_network": "10.0.0.0/8",
-    "nameserver": "127.0.0.1", "resolve": "a.test=127.0.0.1",
+    "nameserver": "127.0.0.1", "resolve": "a.test=127.0.0.1", "handler": "books:book",
 }  # fmt: skip
 """A value other than the default for each option whose kind does not suggest one."""
 
@@ -231,3 +233,10 @@ def test_a_string_false_in_a_config_file_does_not_wipe_the_crawl(tmp_path: Path)
     assert status.code == 0, status.err
     assert json.loads(status.out)["fetched"] == fetched
     assert (tmp_path / DB_NAME).stat().st_size >= stored
+
+
+def test_the_text_format_is_one_of_its_choices() -> None:
+    assert config_of(SEED).text_format == "text"
+    assert config_of(SEED, "--text", "--text-format", "markdown").text_format == "markdown"
+    with pytest.raises(UsageError, match="--text-format must be one of text, markdown"):
+        CrawlConfig(seeds=(SEED,), text_format="html")  # type: ignore[arg-type]

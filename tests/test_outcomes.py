@@ -192,6 +192,13 @@ def test_a_redirect_keeps_the_first_urls_authority_along_a_chain() -> None:
     assert (redirect.follow.origin, redirect.follow.redirect_hops) == (URL, 2)
 
 
+def test_a_redirect_target_keeps_the_label_of_the_url_that_redirected() -> None:
+    for label in ("book", None):
+        redirect = follow_redirect(queued(label=label), "/b", DEFAULT_RULES, 3, links())
+        assert redirect.follow is not None
+        assert redirect.follow.label == label
+
+
 def test_a_redirect_out_of_scope_is_recorded_not_followed() -> None:
     redirect = follow_redirect(queued(), "http://elsewhere.test/", DEFAULT_RULES, 3, links())
     assert redirect.target == "http://elsewhere.test/"

@@ -133,6 +133,27 @@ def test_text_is_normalised() -> None:
     assert content_hash(" a  b \n") == content_hash("a b") != content_hash("a\nb")
 
 
+def test_markdown_keeps_headings_lists_tables_and_links_with_the_plain_fingerprints() -> None:
+    listing, docs = PAGES["listing"], PAGES["docs_page"]
+    found = extract_text(listing.body, listing.url, None, "markdown")
+    plain = extract_text(listing.body, listing.url, None)
+    assert found is not None
+    assert plain is not None
+    lines = found.text.splitlines()
+    assert lines[:2] == ["# Science", ""]
+    teaser = "- [Roman pottery kilns found under a supermarket car park]"
+    assert any(line.startswith(teaser) for line in lines)
+    assert f"]({listing.url}science/2024/mar/11/roman-kiln-discovery)" in found.text
+    assert "\n\n\n" not in found.text
+    assert found.text != plain.text
+    assert (found.title, found.language) == (plain.title, plain.language)
+    assert (found.content_hash, found.simhash) == (plain.content_hash, plain.simhash)
+    table = extract_text(docs.body, docs.url, None, "markdown")
+    assert table is not None
+    assert "|---|---|" in table.text
+    assert "```" in table.text
+
+
 # --- exact duplicates -------------------------------------------------------------------------
 
 

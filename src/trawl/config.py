@@ -13,6 +13,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from trawl import __version__
 from trawl.errors import UsageError
@@ -23,6 +24,10 @@ from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.store.location import StoreLocation
+
+TextFormat = Literal["text", "markdown"]
+"""How a main text is written: plain text or Markdown (trawl.content.text)."""
+TEXT_FORMATS: tuple[TextFormat, ...] = ("text", "markdown")
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +249,8 @@ class CrawlConfig:
     """Write each page's main text to gzip JSONL files in ``data_dir / "text"``."""
     text_near_duplicates: bool = True
     """Near-duplicate pages go to the text output too."""
+    text_format: TextFormat = "text"
+    """The text output's main text as plain text or as Markdown."""
     events: Path | None = None
     """Append a PageFetched event per new or changed page to this JSONL file."""
     store: StoreLocation | None = None
@@ -260,6 +267,10 @@ class CrawlConfig:
     metrics_port: int | None = None
     """Serve Prometheus metrics on 127.0.0.1 at this port (0: any free port)."""
     freshness: Freshness = field(default_factory=Freshness)
+    handlers: tuple[tuple[str | None, str], ...] = ()
+    """The page handlers, (label, ``module:function`` or ``/path/script.py:function``):
+    a page of a label with a handler yields items and the links to follow
+    (trawl.extract.handled); a label of None is the default handler's."""
 
     @property
     def location(self) -> StoreLocation:
@@ -282,6 +293,8 @@ class CrawlConfig:
             raise UsageError("--concurrency must be at least 1")
         if self.parse_workers is not None and self.parse_workers < 0:
             raise UsageError("--parse-workers must not be negative")
+        if self.text_format not in TEXT_FORMATS:
+            raise UsageError(f"--text-format must be one of {', '.join(TEXT_FORMATS)}")
 
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

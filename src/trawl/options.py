@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from trawl.config import (
+    TEXT_FORMATS,
     Breaker,
     CrawlConfig,
     Freshness,
@@ -328,10 +329,23 @@ OPTIONS: tuple[Option, ...] = (
            "Leave near-duplicate pages out of the --text output.", kept=_LOCAL,
            details="Near duplicates are pages within 3 bits of an earlier page's SimHash; "
                    "they are recorded either way."),
+    Option("text_format", Kind.CHOICE, _OUTPUTS,
+           "The --text output's main text as plain text or as Markdown.",
+           default=_CRAWL.text_format, choices=TEXT_FORMATS, kept=_LOCAL,
+           details="Markdown keeps headings, lists, tables, emphasis and links (made "
+                   "absolute). The content hash and SimHash are of the plain text either way."),
     Option("events", Kind.PATH, _OUTPUTS,
            "Append one PageFetched JSON line per new or changed page to FILE.",
            metavar="FILE", kept=_LOCAL),
     Option("json", Kind.FLAG, _OUTPUTS, "Print the summary as JSON.", kept=_LOCAL),
+    Option("handler", Kind.LIST, _OUTPUTS,
+           "Run this function on the pages of LABEL (none: on pages without a label) "
+           "(repeatable): it yields items and the links to follow.",
+           metavar="[LABEL=]MODULE:FUNCTION", kept=_LOCAL,
+           details="Items go to the store (`trawl export --items`); a page's follows take "
+                   "the place of its links. `trawl crawl` stores its handlers with the "
+                   "crawl; a `trawl worker` without `--handler` runs those, one with it "
+                   "must name the same labels (docs/API.md)."),
     # Store
     Option("data_dir", Kind.PATH, _STORE, "Where the crawl state and output files live.",
            default=str(_CRAWL.data_dir), metavar="DIR", kept=_LOCAL),

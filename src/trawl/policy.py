@@ -15,6 +15,9 @@ A ``trawl crawl`` that resumes must name the stored crawl's seeds and scope
 (:func:`other_crawl`); every other option may change from one run to the next. The
 networks a run may fetch from are kept beside the policy (``NETWORKS_KEY``), so that a
 run that may reach more of them can give the URLs refused for their address another go.
+The page handlers are kept beside it too (``HANDLERS_KEY``): ``trawl worker`` runs them
+unless its own ``--handler`` options name another place for the same labels (a module
+path of its machine).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from trawl.config import (
     ScopeConfig,
     Timeouts,
 )
-from trawl.errors import StoreError
+from trawl.errors import StoreError, UsageError
 from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import NormalizeRules, Rejection, normalize
 from trawl.fetch.retry import RetryPolicy
@@ -44,6 +47,8 @@ POLICY_KEY = "policy"
 NETWORKS_KEY = "allowed_networks"
 """The ``meta`` key of the networks the last ``trawl crawl`` might fetch from beyond the
 public ones (``--allow-network``, :func:`networks_json`)."""
+HANDLERS_KEY = "handlers"
+"""The ``meta`` key of the page handlers of the last ``trawl crawl`` (:func:`handlers_json`)."""
 _LOCAL_LIMITS = ("max_time", "memory_queue", "expected_urls", "bloom_error")
 """Limits that belong to one worker's run, not to the crawl."""
 
@@ -190,3 +195,29 @@ def _freshness(stored: dict[str, Any] | None, local: Freshness) -> Freshness:
         continuous=bool(stored["continuous"]),
         recrawl_pass=local.recrawl_pass,
     )
+
+
+def handlers_json(config: CrawlConfig) -> str:
+    """The page handlers of ``config``, as stored."""
+    return json.dumps([list(pair) for pair in config.handlers])
+
+
+def joined_handlers(config: CrawlConfig, stored: str | None) -> CrawlConfig:
+    """``config`` (a worker's) with the stored handlers ``stored``, unless it names its
+    own; its own must be for the same labels (every worker runs the same handlers)."""
+    try:
+        pairs = tuple((label, str(ref)) for label, ref in json.loads(stored or "[]"))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"the crawl's stored handlers are unreadable ({exc!r})") from exc
+    if not config.handlers:
+        return dataclasses.replace(config, handlers=pairs)
+    if {label for label, _ in config.handlers} != {label for label, _ in pairs}:
+        raise UsageError(
+            "--handler must name the labels the crawl's handlers have: "
+            + (", ".join(sorted(_label_text(label) for label, _ in pairs)) or "none")
+        )
+    return config
+
+
+def _label_text(label: str | None) -> str:
+    return "(no label)" if label is None else label

@@ -25,32 +25,15 @@ from trawl.cli.help_pages import TopicCommand, TopicGroup
 from trawl.cli.launch import INTERRUPTED, interrupted
 from trawl.cli.seed_report import NOTHING_FETCHED, nothing_fetched, report_lines, seed_failures
 from trawl.cli.seeds import check_seeds
-from trawl.config import (
-    Breaker,
-    CrawlConfig,
-    Freshness,
-    LeasePolicy,
-    Limits,
-    Politeness,
-    RecrawlPass,
-    ScopeConfig,
-    Timeouts,
-    default_user_agent,
-    default_worker_id,
-    parse_networks,
-    parse_resolve,
-)
+from trawl.config import CrawlConfig, RecrawlPass
 from trawl.config_file import load_config_file
 from trawl.crawl.runner import read_summary, run_crawl
 from trawl.errors import CrawlInterrupted, TrawlError, UsageError
-from trawl.extract.scope import ScopeMode
-from trawl.extract.urls import NormalizeRules
-from trawl.fetch.retry import RetryPolicy
-from trawl.freshness.recrawl import RecrawlPolicy
-from trawl.ops.export import export_rows
+from trawl.ops.export import export_items, export_rows
 from trawl.ops.logs import configure_logging
 from trawl.ops.summary import Summary
-from trawl.store.location import DEFAULT_CRAWL, StoreLocation, newest_unfinished
+from trawl.settings import build_config
+from trawl.store.location import StoreLocation, newest_unfinished
 
 _CRAWL_EXAMPLES = """\b
 Examples:
@@ -83,115 +66,14 @@ def merged_values(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
-    """Turn merged option values into a validated :class:`CrawlConfig`; a value a
-    policy refuses is a usage error."""
-    try:
-        return _build_config(seeds, values)
-    except ValueError as exc:
-        raise UsageError(f"bad configuration value: {exc}") from exc
+def check_handlers(config: CrawlConfig) -> None:
+    """Load every ``--handler`` here first: one that cannot be loaded is a usage error
+    before the crawl starts, not an extract worker's failure once it has."""
+    if config.handlers:
+        from trawl.handlers.refs import load
 
-
-def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
-    strip = values["strip_params"]
-    rules = (
-        NormalizeRules()
-        if strip is None
-        else NormalizeRules(
-            strip_params=frozenset(p.strip().lower() for p in strip.split(",") if p.strip())
-        )
-    )
-    resolve = values["resolve"] or ()
-    if isinstance(resolve, dict):
-        resolve = tuple(f"{host}={ip}" for host, ip in resolve.items())
-    data_dir = Path(values["data_dir"])
-    return CrawlConfig(
-        seeds=seeds,
-        data_dir=data_dir,
-        scope=ScopeConfig(
-            mode=ScopeMode(values["scope"]),
-            include=tuple(values["include"] or ()),
-            exclude=tuple(values["exclude"] or ()),
-        ),
-        politeness=Politeness(
-            per_host=values["per_host"],
-            delay=values["delay"],
-            response_factor=values["response_factor"],
-            max_delay=values["max_delay"],
-            per_ip=values["per_ip"],
-        ),
-        limits=Limits(
-            max_pages=values["max_pages"],
-            max_time=values["max_time"],
-            max_body=values["max_body"],
-            max_redirects=values["max_redirects"],
-            max_links=values["max_links"],
-            memory_queue=values["memory_queue"],
-            expected_urls=values["expected_urls"],
-            max_depth=values["max_depth"],
-            max_pages_per_host=values["max_pages_per_host"],
-            max_discovered_per_host=values["max_discovered_per_host"],
-        ),
-        timeouts=Timeouts(connect=values["connect_timeout"], total=values["timeout"]),
-        retry=RetryPolicy(
-            base=values["retry_base"], cap=values["retry_cap"], attempts=values["retry_attempts"]
-        ),
-        breaker=Breaker(
-            threshold=values["breaker_threshold"],
-            pause=values["breaker_pause"],
-            trips=values["breaker_trips"],
-        ),
-        url_rules=rules,
-        concurrency=values["concurrency"],
-        parse_workers=values["parse_workers"],
-        user_agent=values["user_agent"] or default_user_agent(values["contact"]),
-        resolve=parse_resolve(list(resolve)),
-        allow_networks=parse_networks(list(values["allow_network"] or ())),
-        nameservers=tuple(values["nameserver"] or ()),
-        hosts_file=_path(values["hosts_file"]),
-        warc=bool(values["warc"]),
-        warc_max_size=values["warc_max_size"],
-        text=bool(values["text"]),
-        text_near_duplicates=not values["text_skip_near_duplicates"],
-        events=_path(values["events"]),
-        store=_store_location(values),
-        fresh=bool(values["fresh"]),
-        leases=LeasePolicy(
-            worker=values["worker_id"] or default_worker_id(data_dir),
-            ttl=values["lease_ttl"],
-            max_hosts=values["max_hosts"],
-        ),
-        join=bool(values.get("join")),
-        metrics_port=values["metrics_port"],
-        freshness=Freshness(
-            recrawl=RecrawlPolicy(
-                minimum=values["recrawl_min"],
-                maximum=values["recrawl_max"],
-                initial=values["recrawl_initial"],
-            ),
-            horizon=values["priority_horizon"],
-            sitemaps=bool(values["sitemaps"]),
-            sitemaps_only=bool(values["sitemaps_only"]),
-            continuous=bool(values["continuous"]),
-            recrawl_pass=values.get("recrawl_pass"),
-        ),
-        honour_nofollow=not values["ignore_nofollow"],
-        soft_404=not values["no_soft_404"],
-        rng_seed=values["random_seed"],
-    )
-
-
-def _store_location(values: dict[str, Any]) -> StoreLocation | None:
-    """The ``--store`` crawl, or None for SQLite in the data dir."""
-    dsn = values["store"]
-    if dsn is None:
-        return None
-    return StoreLocation(Path(values["data_dir"]), dsn, values["crawl"] or DEFAULT_CRAWL)
-
-
-def _path(value: str | None) -> Path | None:
-    """A path option's value; None when it is not given or empty."""
-    return Path(value) if value else None
+        for _, ref in config.handlers:
+            load(ref)
 
 
 def _stats_interval(values: dict[str, Any]) -> float:
@@ -220,6 +102,7 @@ def _console(wanted: bool | None) -> Console | None:
 def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
     """Run the crawl, print its summary, and say on stderr which seeds were not fetched
     and why (the caller's :func:`exit_for` gives the exit code)."""
+    check_handlers(config)
     configure_logging(values["log_format"], values["log_level"])
     summary = run_crawl(
         config, _console(values["progress"]), stats_interval=_stats_interval(values)
@@ -376,15 +259,24 @@ def status(data_dir: str, dsn: str | None, crawl_name: str, as_json: bool) -> No
 )
 @click.option("--output", "-o", type=click.Path(path_type=Path),
               help="Write here instead of stdout.")  # fmt: skip
-def export(data_dir: str, dsn: str | None, crawl_name: str, fmt: str, output: Path | None) -> None:
-    """Write one row per known URL (csv or jsonl)."""
+@click.option(
+    "--items",
+    "items",
+    is_flag=True,
+    help="Write the items page handlers yielded, one row per item, instead of the URLs.",
+)
+def export(
+    data_dir: str, dsn: str | None, crawl_name: str, fmt: str, output: Path | None, items: bool
+) -> None:
+    """Write one row per known URL, or with --items one per item (csv or jsonl)."""
     location = StoreLocation(Path(data_dir), dsn, crawl_name)
+    write = export_items if items else export_rows
     if output is None:
-        asyncio.run(export_rows(location, fmt, sys.stdout))
+        asyncio.run(write(location, fmt, sys.stdout))
         return
     try:
         with output.open("w", newline="", encoding="utf-8") as handle:
-            asyncio.run(export_rows(location, fmt, handle))
+            asyncio.run(write(location, fmt, handle))
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
 

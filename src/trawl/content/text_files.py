@@ -12,11 +12,13 @@ they are. The fields, in this order, are a contract for consumers:
 ``title``, ``language``
     The page's title and declared language (primary subtag, such as ``en``), or null.
 ``text``
-    The main text.
+    The main text: plain text, or Markdown with ``--text-format markdown``.
 ``content_hash``
-    SHA-256 of the text, 64 lower-case hex digits.
+    SHA-256 of the main text as plain text (whichever the format), 64 lower-case hex
+    digits.
 ``simhash``
-    64-bit SimHash of the text, 16 lower-case hex digits of its unsigned value.
+    64-bit SimHash of the main text as plain text, 16 lower-case hex digits of its
+    unsigned value.
 ``near_duplicate_of``
     Only on a near duplicate: the URL of the earlier page it nearly duplicates.
 

@@ -28,16 +28,19 @@ from trawl.content.stage import ContentStage, FetchedContent
 from trawl.frontier.inlinks import InlinkCounter
 from trawl.frontier.seen import SeenSet
 from trawl.store.protocols import Commits
-from trawl.store.values import CommitBatch, CommitResult
+from trawl.store.values import CommitBatch, CommitResult, PageItems
 
 OnCommit = Callable[[CommitResult], None]
+OnItems = Callable[[list[PageItems]], None]
+"""Hears of the page items a commit wrote (trawl.handlers.crawler's ``on_item``)."""
 Part = tuple[CommitBatch, Sequence[FetchedContent]]
 """A page's batch, and its fingerprinted content for the content stage."""
 
 
 def merge(into: CommitBatch, part: CommitBatch) -> None:
-    """Append ``part`` to ``into``; a fenced part's own writes stay apart in
-    ``into.fenced`` for the store to check against the host's lease."""
+    """Append ``part`` to ``into``; a fenced part's own writes (outcomes, host updates,
+    counters, items) stay apart in ``into.fenced`` for the store to check against the
+    host's lease."""
     into.new_urls.extend(part.new_urls)
     into.listed.update(part.listed)
     into.lastmods.extend(part.lastmods)
@@ -45,12 +48,17 @@ def merge(into: CommitBatch, part: CommitBatch) -> None:
     if part.fence is not None:
         into.fenced.append(
             CommitBatch(
-                outcomes=part.outcomes, hosts=part.hosts, counters=part.counters, fence=part.fence
+                outcomes=part.outcomes,
+                hosts=part.hosts,
+                counters=part.counters,
+                items=part.items,
+                fence=part.fence,
             )
         )
         return
     into.outcomes.extend(part.outcomes)
     into.hosts.extend(part.hosts)
+    into.items.extend(part.items)
     for name, value in part.counters.items():
         into.count(name, value)
 
@@ -69,10 +77,13 @@ class Committer:
         hurry: int | None = None,
         content: ContentStage | None = None,
         on_store: Callable[[float], None] | None = None,
+        on_items: OnItems | None = None,
     ) -> None:
         """``hurry`` (default ``max_batch``) is how many waiting pages end a linger;
-        ``on_store`` hears how long each store transaction took (seconds)."""
+        ``on_store`` hears how long each store transaction took (seconds); ``on_items``
+        the page items each transaction wrote."""
         self._on_store = on_store
+        self._on_items = on_items
         self._store = store
         self._content = content
         self._seen = seen
@@ -150,3 +161,6 @@ class Committer:
         if self._on_store is not None:
             self._on_store(time.perf_counter() - started)
         self._on_commit(result)
+        # Committed, the batch's items are those the store wrote (fenced parts settled).
+        if self._on_items is not None and batch.items:
+            self._on_items(batch.items)

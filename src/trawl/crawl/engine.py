@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from trawl.config import CrawlConfig
 from trawl.content.stage import ContentStage
-from trawl.crawl.commit import Committer
+from trawl.crawl.commit import Committer, OnItems
 from trawl.crawl.host_jobs import HostJobs
 from trawl.crawl.page_job import PageJob
 from trawl.crawl.refusals import block, refuse
@@ -76,6 +76,7 @@ class Crawler:
         metrics: CrawlMetrics | None = None,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
+        on_items: OnItems | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -109,6 +110,7 @@ class Crawler:
             hurry=max(1, config.concurrency // 2),
             content=content,
             on_store=metrics.stored if metrics else None,
+            on_items=on_items,
         )
         self._counts: dict[str, int] = {}
         self._rules = LiveRules()

@@ -139,8 +139,8 @@ class Redirect:
     counters: tuple[str, ...]
     """The counters it bumps, once each."""
     follow: NewURL | None
-    """The target to queue (in scope, within the hop limit), carrying the authority of
-    the URL that redirected; None when it is not followed."""
+    """The target to queue (in scope, within the hop limit), carrying the authority and
+    the label of the URL that redirected; None when it is not followed."""
 
 
 def follow_redirect(
@@ -160,7 +160,9 @@ def follow_redirect(
     counters = ("redirects", *(name for name, n in dropped.counters.items() for _ in range(n)))
     if candidate is None:
         return Redirect(target, counters, None)
-    return Redirect(target, counters, candidate._replace(origin=url.origin or url.url))
+    return Redirect(
+        target, counters, candidate._replace(origin=url.origin or url.url, label=url.label)
+    )
 
 
 class RobotsVerdict(enum.Enum):

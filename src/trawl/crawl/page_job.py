@@ -4,7 +4,9 @@ The fetch's result is classified (trawl.crawl.outcomes); the host's turn ends wi
 response, with the back-off the result calls for, its circuit breaker counted and the
 operator's delay for it. An answer is then read: a redirect's target queued, a
 sitemap's entries, a page's links and text extracted (inline or in child processes,
-which is not the host's business). Every page request is logged at debug level.
+which is not the host's business), and its page handler's items kept with its outcome
+(a handler that raises fails the page: ``handler_failed``). Every page request is
+logged at debug level.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from trawl.crawl.outcomes import (
 )
 from trawl.crawl.refusals import give_up
 from trawl.crawl.wakeup import Wakeup
+from trawl.extract.handled import Fetched
 from trawl.extract.links import LinkFilter
 from trawl.extract.parser import is_html
 from trawl.extract.pool import ExtractFailed, ExtractPool
@@ -39,15 +42,31 @@ from trawl.freshness.sitemap_parser import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.freshness.sitemaps import read_sitemap, redirected
 from trawl.politeness.rules import LiveRules
 from trawl.politeness.scheduler import HostScheduler, HostSlot
-from trawl.store.values import CommitBatch, Fence, Kind, Outcome, QueuedURL, Revalidation, State
+from trawl.store.values import (
+    CommitBatch,
+    Fence,
+    Kind,
+    Listed,
+    Outcome,
+    PageItems,
+    QueuedURL,
+    Revalidation,
+    State,
+)
 
 if TYPE_CHECKING:
     from trawl.ops.metrics import CrawlMetrics
 
 EXTRACT_FAILED = "extract_failed"
 """The error class of a page whose extract worker died while extracting it."""
+HANDLER_FAILED = "handler_failed"
+"""The error class of a page whose handler raised (trawl.handlers.run)."""
 
 log = logging.getLogger("trawl.crawl.page_job")
+
+
+class HandlerFailed(Exception):
+    """The page's handler raised; the message is its one-line error."""
 
 
 class PageJob:
@@ -126,7 +145,14 @@ class PageJob:
             except ExtractFailed:
                 # The extraction is the first thing that adds to the batch but counters.
                 batch.counters = counted
-                outcome = self._extract_failed(url, result, attempts, batch)
+                outcome = self._extract_failed(url, result, attempts, batch, EXTRACT_FAILED)
+            except HandlerFailed as exc:
+                batch.counters = counted
+                log.warning(
+                    "the handler of %s failed: %s", url.url, exc,
+                    extra={"url": url.url, "error": HANDLER_FAILED},
+                )  # fmt: skip
+                outcome = self._extract_failed(url, result, attempts, batch, HANDLER_FAILED)
             finally:
                 self.extracting -= 1
             batch.outcomes.append(outcome)
@@ -197,17 +223,18 @@ class PageJob:
         )  # fmt: skip
 
     def _extract_failed(
-        self, url: QueuedURL, result: FetchResult, attempts: int, batch: CommitBatch
+        self, url: QueuedURL, result: FetchResult, attempts: int, batch: CommitBatch, error: str
     ) -> Outcome:
-        """The page's extract worker died holding it (trawl.extract.pool): the page fails, not
-        retried, as a page that kills its worker would kill the next one too."""
+        """The page's extract worker died holding it (trawl.extract.pool), or its handler
+        raised (``error`` says which): the page fails, not retried, as a page that kills
+        its worker (or its handler) would do it again."""
         wall = result.fetched_at
         batch.count("failed")
-        batch.count(f"error:{EXTRACT_FAILED}")
+        batch.count(f"error:{error}")
         batch.count(f"status_{(result.status or 0) // 100}xx")
         return Outcome(
             url.id, url.host_id, State.FAILED, attempts, status=result.status, fetched_at=wall,
-            error=EXTRACT_FAILED, storage=result.archived, elapsed=result.elapsed,
+            error=error, storage=result.archived, elapsed=result.elapsed,
             due_at=failed_due(self._config.freshness.recrawl, url, wall),
         )  # fmt: skip
 
@@ -246,9 +273,17 @@ class PageJob:
             error = "soft_404"
             batch.count(error)
         elif kind is Answer.PAGE and result.body:
+            fetched = _fetched(url, result) if self._extract.handles else None
             found = await self._extract.extract(
-                url.url, url.depth + 1, result.body, result.content_type, result.robots_tags
-            )
+                url.url, url.depth + 1, result.body, result.content_type, result.robots_tags,
+                fetched,
+            )  # fmt: skip
+            if found.handled is not None:
+                if found.handled.error is not None:
+                    raise HandlerFailed(found.handled.error)
+                batch.items.append(PageItems(url.id, wall, found.handled.items))
+                for uid, priority in found.handled.priorities:
+                    batch.listed[uid] = Listed(Kind.PAGE, priority)
             canonical = found.canonical
             batch.new_urls.extend(found.links)
             for name, value in found.counters.items():
@@ -306,3 +341,15 @@ class PageJob:
             batch.new_urls.append(decision.follow)
             redirected(url, decision.follow.id, batch)
         return decision.target
+
+
+def _fetched(url: QueuedURL, result: FetchResult) -> Fetched:
+    """What a page handler sees of the fetch of ``url`` besides the body."""
+    headers = {"content-type": result.content_type or ""}
+    if result.etag is not None:
+        headers["etag"] = result.etag
+    if result.last_modified is not None:
+        headers["last-modified"] = result.last_modified
+    if result.robots_tags:
+        headers["x-robots-tag"] = ", ".join(result.robots_tags)
+    return Fetched(result.status or 0, headers, result.fetched_at, url.label)

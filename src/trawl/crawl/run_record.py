@@ -1,5 +1,5 @@
 """What a run of a crawl writes in the store's meta, for ``trawl status`` and the next
-run: its state, when it (and the crawl) started, the crawl's policy, and the time
+run: its state, when it (and the crawl) started, the crawl's policy and handlers, and the time
 crawled over all runs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from trawl.config import CrawlConfig
-from trawl.policy import POLICY_KEY, policy_json
+from trawl.policy import HANDLERS_KEY, POLICY_KEY, handlers_json, policy_json
 from trawl.store.protocols import Store
 
 RUN_STARTED_KEY = "run_started_at"
@@ -21,6 +21,7 @@ async def run_begins(store: Store, config: CrawlConfig) -> None:
     await store.set_meta(RUN_STARTED_KEY, f"{time.time():.3f}")
     if not config.join:
         await store.set_meta(POLICY_KEY, policy_json(config))
+        await store.set_meta(HANDLERS_KEY, handlers_json(config))
     if await store.get_meta("created_at") is None:
         await store.set_meta("created_at", f"{time.time():.3f}")
 

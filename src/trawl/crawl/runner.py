@@ -8,6 +8,9 @@ starts (first signal: stop taking new work, let in-flight fetches finish and com
 second signal: cancel now; claimed URLs are returned to the queue on the next start
 either way). An interrupted run ends with the summary state ``interrupted``, which
 the command line turns into its resume hint and exit 130 (trawl.cli.commands).
+``crawl_here`` runs a crawl in an event loop that is already running (the library's
+``Crawler``, trawl.handlers.crawler): with the signals handled, or with the signal
+handlers left alone and a :class:`Stopper` as the only way to stop it.
 
 A run checks what it can before it makes the data dir (the seeds, the lease length), so
 that a refused command leaves nothing behind. ``--fresh`` starts every output over: the
@@ -38,6 +41,7 @@ from trawl.content.events import EventWriter
 from trawl.content.stage import ContentStage
 from trawl.content.text_files import TextWriter
 from trawl.content.warc import WarcWriter
+from trawl.crawl.commit import OnItems
 from trawl.crawl.engine import Crawler
 from trawl.crawl.gc_tuning import young_gc_threshold
 from trawl.crawl.run_record import RUN_STARTED_KEY
@@ -49,7 +53,15 @@ from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.ops.progress import log_stats, show_progress, store_figures
 from trawl.ops.summary import Summary
-from trawl.policy import NETWORKS_KEY, POLICY_KEY, networks_json, other_crawl, with_policy
+from trawl.policy import (
+    HANDLERS_KEY,
+    NETWORKS_KEY,
+    POLICY_KEY,
+    joined_handlers,
+    networks_json,
+    other_crawl,
+    with_policy,
+)
 from trawl.politeness.robots_parser import agent_token
 from trawl.store.location import StoreLocation
 from trawl.store.protocols import Store
@@ -93,11 +105,13 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncIterator[Crawler]:
+async def build_engine(
+    config: CrawlConfig, *, resuming: bool = False, on_items: OnItems | None = None
+) -> AsyncIterator[Crawler]:
     """Open the store, fetcher and extract workers for ``config``; wire a crawler over them.
 
     ``resuming``: the store is checked first as a command-line crawl checks it
-    (:func:`_check_stored`)."""
+    (:func:`_check_stored`); ``on_items`` hears of the items of each commit."""
     settings = ExtractSettings(
         seeds=seeds_of(config),
         scope=config.scope,
@@ -107,6 +121,8 @@ async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncI
         max_links=config.limits.max_links,
         max_depth=config.limits.max_depth,
         content=config.content,
+        text_format=config.text_format,
+        handlers=config.handlers,
     )
     async with contextlib.AsyncExitStack() as stack:
         # First, so that the workers load their code while the store opens.
@@ -164,7 +180,9 @@ async def build_engine(config: CrawlConfig, *, resuming: bool = False) -> AsyncI
 
             metrics = CrawlMetrics()
             stack.enter_context(MetricsServer(metrics, config.metrics_port))
-        yield Crawler(config, store, fetcher, extract, content=content, metrics=metrics)
+        yield Crawler(
+            config, store, fetcher, extract, content=content, metrics=metrics, on_items=on_items
+        )
 
 
 async def _check_stored(store: Store, config: CrawlConfig) -> None:
@@ -221,17 +239,20 @@ async def _start_over(config: CrawlConfig) -> None:
 
 
 async def _joined(config: CrawlConfig) -> CrawlConfig:
-    """A worker's ``config`` under the policy stored with the crawl it joins."""
+    """A worker's ``config`` under the policy and handlers stored with the crawl it joins."""
     async with config.location.open(readonly=True) as store:
         stored = await store.get_meta(POLICY_KEY)
+        handlers = await store.get_meta(HANDLERS_KEY)
     if stored is None:
         raise UsageError("that crawl has no stored policy: start it with trawl crawl --store")
-    return with_policy(config, stored)
+    return joined_handlers(with_policy(config, stored), handlers)
 
 
-class _Signals:
-    """SIGINT and SIGTERM while a crawl runs: the first stops the crawler gracefully
-    (or, before there is one, cancels the run), the next ones cancel the run."""
+class Stopper:
+    """How a running crawl is stopped: the first request stops the crawler gracefully
+    (or, before there is one, cancels the run), the next ones cancel the run. While
+    :meth:`handled`, SIGINT and SIGTERM are such requests; a program that runs the crawl
+    in its own event loop calls :meth:`request` itself (trawl.handlers.crawler)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -240,7 +261,8 @@ class _Signals:
         self._task = task
         self._count = 0
 
-    def _on_signal(self) -> None:
+    def request(self) -> None:
+        """Stop the crawl: gracefully the first time, at once after that."""
         self._count += 1
         if self._count == 1 and self.crawler is not None:
             self.crawler.stop()
@@ -252,7 +274,7 @@ class _Signals:
         """Handle the signals in ``loop`` meanwhile; then put back the handlers before."""
         before = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
         for sig in self.SIGNALS:
-            loop.add_signal_handler(sig, self._on_signal)
+            loop.add_signal_handler(sig, self.request)
         try:
             yield
         finally:
@@ -271,15 +293,19 @@ async def _show(crawler: Crawler, console: Console | None, stats_interval: float
 
 
 async def _crawl(
-    config: CrawlConfig, console: Console | None, stats_interval: float, signals: _Signals
+    config: CrawlConfig,
+    console: Console | None,
+    stats_interval: float,
+    stopper: Stopper,
+    on_items: OnItems | None = None,
 ) -> Summary:
     if config.fresh:
         await _start_over(config)
     if config.join:
         config = await _joined(config)
     config.check_leases()
-    async with build_engine(config, resuming=not config.join) as crawler:
-        signals.crawler = crawler
+    async with build_engine(config, resuming=not config.join, on_items=on_items) as crawler:
+        stopper.crawler = crawler
         display = asyncio.create_task(_show(crawler, console, stats_interval))
         try:
             return await crawler.run()
@@ -292,16 +318,47 @@ async def _crawl(
                 raise error
 
 
-async def _run(config: CrawlConfig, console: Console | None, stats_interval: float) -> Summary:
-    task = asyncio.current_task()
-    assert task is not None
-    signals = _Signals(task)
-    with signals.handled(asyncio.get_running_loop()):
-        try:
-            summary = await _crawl(config, console, stats_interval, signals)
-        except asyncio.CancelledError as exc:
-            raise CrawlInterrupted("crawl cancelled; run the same command to resume") from exc
+async def _run(
+    config: CrawlConfig,
+    console: Console | None,
+    stats_interval: float,
+    *,
+    stopper: Stopper | None = None,
+    signals: bool = True,
+    on_items: OnItems | None = None,
+) -> Summary:
+    """The crawl in the running loop, stopped by ``stopper``'s requests (default: one of
+    this task's), and with ``signals`` by SIGINT and SIGTERM."""
+    if stopper is None:
+        task = asyncio.current_task()
+        assert task is not None
+        stopper = Stopper(task)
+    try:
+        with stopper.handled(asyncio.get_running_loop()) if signals else contextlib.nullcontext():
+            summary = await _crawl(config, console, stats_interval, stopper, on_items)
+    except asyncio.CancelledError as exc:
+        raise CrawlInterrupted("crawl cancelled; run the same command to resume") from exc
     return summary
+
+
+def checked(config: CrawlConfig) -> None:
+    """Check what can be checked before the data dir is made (a refused crawl leaves
+    nothing behind)."""
+    if not config.join:
+        seeds_of(config)
+        config.check_leases()
+
+
+async def crawl_here(
+    config: CrawlConfig, stopper: Stopper, *, signals: bool, on_items: OnItems | None = None
+) -> Summary:
+    """Run (or resume) the crawl of ``config`` in the running event loop (the task that
+    ``stopper`` cancels), holding the data dir's lock; ``on_items`` hears of the items of
+    each commit. With ``signals``, SIGINT and SIGTERM stop it as they stop
+    :func:`run_crawl`; without, the signal handlers are not touched."""
+    checked(config)
+    with data_dir_lock(config.data_dir):
+        return await _run(config, None, 0.0, stopper=stopper, signals=signals, on_items=on_items)
 
 
 def run_crawl(
@@ -312,9 +369,7 @@ def run_crawl(
     Its progress shows live on ``console`` if that is a terminal; otherwise a stats
     line is logged every ``stats_interval`` seconds (0: never).
     """
-    if not config.join:
-        seeds_of(config)
-        config.check_leases()
+    checked(config)
     with (
         data_dir_lock(config.data_dir),
         young_gc_threshold(),

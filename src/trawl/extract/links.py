@@ -249,7 +249,7 @@ class LinkFilter:
                 self._drop(entry, batch)
             else:
                 # The named tuple's own constructor is a Python function; tuple's is not.
-                found.append(tuple.__new__(NewURL, (uid, entry[1], entry[2], depth, 0, None)))
+                found.append(tuple.__new__(NewURL, (uid, entry[1], entry[2], depth, 0, None, None)))
         batch.count("links", total)
         batch.count("duplicates", total - len(seen))
         return found

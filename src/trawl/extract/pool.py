@@ -1,7 +1,9 @@
 """The extract stage: a fetched HTML page in, its canonical URL and link candidates out.
 
 It joins the parser and the URL filter, the two most CPU-hungry steps of a crawl, into
-one pure function of the page, so it can run in a worker process on another core.
+one pure function of the page, so it can run in a worker process on another core. A
+page whose label has a page handler gives what the handler gave instead of its links
+(trawl.extract.handled); the worker loads the handlers when it starts.
 ``ExtractPool`` runs it there (``workers`` >= 1) or in the crawl's own process
 (``workers`` = 0). A worker is a plain child process fed through its standard input and
 answering on its standard output (length-prefixed pickles, answers in order; a page's
@@ -21,14 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
 import hashlib
 import logging
 import os
 import pickle
 import signal
-import socket
 import struct
 import sys
 import time
@@ -37,10 +37,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from trawl.config import ScopeConfig
+from trawl.config import ScopeConfig, TextFormat
 from trawl.content.text import PageText, extract_text
 from trawl.crawl.gc_tuning import young_gc_threshold
 from trawl.errors import TrawlError
+from trawl.extract.channel import widen_channel
+from trawl.extract.handled import Fetched, Handled, Handlers
 from trawl.extract.links import DEFAULT_MAX_DEPTH, LinkFilter
 from trawl.extract.parser import content_charset, parse_html, robots_header
 from trawl.extract.resolution import resolve
@@ -64,6 +66,9 @@ class ExtractSettings:
     max_depth: int = DEFAULT_MAX_DEPTH
     content: bool = False
     """Take each indexable page's main text and fingerprints (``--text``, ``--events``)."""
+    text_format: TextFormat = "text"
+    handlers: tuple[tuple[str | None, str], ...] = ()
+    """The page handlers, (label, ref) (trawl.extract.handled)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,8 @@ class Extracted:
     text: PageText | None = None
     content_hash: str | None = None
     change_hash: int | None = None
+    handled: Handled | None = None
+    """What the page's handler gave, when it has one (its links are then its follows)."""
 
 
 class Extractor:
@@ -91,6 +98,7 @@ class Extractor:
         scope = Scope(settings.seeds, settings.scope.mode, settings.scope.include,
                       settings.scope.exclude)  # fmt: skip
         self._links = LinkFilter(scope, settings.rules, settings.max_depth)
+        self._handlers = Handlers(settings.handlers) if settings.handlers else None
 
     def extract(
         self,
@@ -99,8 +107,10 @@ class Extractor:
         body: bytes,
         content_type: str | None,
         robots_tags: Sequence[str],
+        fetched: Fetched | None = None,
     ) -> Extracted:
-        """Links of the page at ``url`` (found at ``depth`` - 1) and its canonical URL."""
+        """Links of the page at ``url`` (found at ``depth`` - 1) and its canonical URL;
+        with ``fetched``, a page whose label has a handler gives what the handler gave."""
         s = self._settings
         page = parse_html(
             body,
@@ -123,10 +133,22 @@ class Extractor:
         if noindex:
             batch.count("noindex_pages")
         elif s.content:
-            text = extract_text(body, url, content_charset(content_type))
+            text = extract_text(body, url, content_charset(content_type), s.text_format)
             content_hash = text.content_hash if text else hashlib.sha256(body).hexdigest()
         change = text_hash(text.content_hash) if text else body_hash(body)
-        if s.honour_nofollow and (page.nofollow or nofollow_header):
+        handler = None
+        if fetched is not None and self._handlers is not None:
+            handler = self._handlers.get(fetched.label)
+        nofollow = s.honour_nofollow and (page.nofollow or nofollow_header)
+        if handler is not None:
+            assert fetched is not None
+            follows, handled = Handlers.run(
+                handler, url, depth, body, fetched, base, None if nofollow else self._links,
+                batch,
+            )  # fmt: skip
+            return Extracted(canonical, follows, batch.counters, noindex, len(page.links),
+                             text, content_hash, change, handled)  # fmt: skip
+        if nofollow:
             batch.count("nofollow_pages")
             return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash, change)
         batch.count("nofollow_links", page.nofollow_links)
@@ -143,18 +165,17 @@ class Extractor:
         )
 
 
-Answer = tuple[
-    str | None,
-    list[tuple[int, str, str, int, int, str | None]],
-    dict[str, int],
-    bool,
-    int,
-    PageText | None,
-    str | None,
-    int | None,
+_Links = list[tuple[int, str, str, int, int, str | None, str | None]]
+_Plain = tuple[
+    str | None, _Links, dict[str, int], bool, int, PageText | None, str | None, int | None
 ]
+_WithHandled = tuple[
+    str | None, _Links, dict[str, int], bool, int, PageText | None, str | None, int | None,
+    tuple[tuple[str, ...], str | None, tuple[tuple[int, float], ...]],
+]  # fmt: skip
+Answer = _Plain | _WithHandled
 """An :class:`Extracted` as it crosses the pipe: its fields in order, the links as plain
-tuples."""
+tuples; what a handler gave, as a plain tuple, only when the page had one."""
 
 _new_url = functools.partial(tuple.__new__, NewURL)
 """Builds a :class:`NewURL` from a plain tuple without a Python-level call per link."""
@@ -162,14 +183,22 @@ _new_url = functools.partial(tuple.__new__, NewURL)
 
 def _answer(found: Extracted) -> Answer:
     links = [link[:] for link in found.links]
+    if found.handled is None:
+        return (found.canonical, links, found.counters, found.noindex, found.out_links,
+                found.text, found.content_hash, found.change_hash)  # fmt: skip
+    handled = (found.handled.items, found.handled.error, found.handled.priorities)
     return (found.canonical, links, found.counters, found.noindex, found.out_links,
-            found.text, found.content_hash, found.change_hash)  # fmt: skip
+            found.text, found.content_hash, found.change_hash, handled)  # fmt: skip
 
 
 def _extracted(answer: Answer) -> Extracted:
-    canonical, links, counters, noindex, out_links, text, content_hash, change = answer
+    if len(answer) == 8:
+        canonical, links, counters, noindex, out_links, text, content_hash, change = answer
+        return Extracted(canonical, list(map(_new_url, links)), counters, noindex, out_links,
+                         text, content_hash, change)  # fmt: skip
+    canonical, links, counters, noindex, out_links, text, content_hash, change, handled = answer
     return Extracted(canonical, list(map(_new_url, links)), counters, noindex, out_links,
-                     text, content_hash, change)  # fmt: skip
+                     text, content_hash, change, Handled(*handled))  # fmt: skip
 
 
 MAX_AUTO_WORKERS = 2
@@ -226,10 +255,15 @@ def worker_main() -> None:
     """A worker process: settings first, then one page per frame, answered in order.
 
     It reads its standard input until end of file, which comes when the crawl closes the
-    pipe or dies (even by kill -9), so a worker never outlives its crawl.
+    pipe or dies (even by kill -9), so a worker never outlives its crawl. Answers go out
+    on a copy of its standard output, which itself then writes to standard error: what
+    a page handler's code prints cannot break them.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin = sys.stdin.buffer
+    sys.stdout.flush()
+    stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     settings = _read_frame(stdin)
     if not isinstance(settings, ExtractSettings):
         return
@@ -240,10 +274,15 @@ def worker_main() -> None:
             body = _read_raw(stdin)
             if body is None:
                 return
-            url, depth, content_type, robots_tags = job
-            _write_frame(
-                stdout, _answer(extractor.extract(url, depth, body, content_type, robots_tags))
-            )
+            if len(job) == 4:
+                url, depth, content_type, robots_tags = job
+                found = extractor.extract(url, depth, body, content_type, robots_tags)
+            else:
+                url, depth, content_type, robots_tags, fetched = job
+                found = extractor.extract(
+                    url, depth, body, content_type, robots_tags, Fetched._make(fetched)
+                )
+            _write_frame(stdout, _answer(found))
 
 
 WORKER_CODE = (
@@ -402,30 +441,6 @@ class _Worker:
             await stdin.drain()
 
 
-CHANNEL_BYTES = 1 << 20
-"""Bytes of pages the channel to a worker may hold: Linux's default limit for a pipe (a
-socket's send buffer may be as large; the kernel doubles it for its bookkeeping)."""
-
-
-def widen_channel(stdin: asyncio.StreamWriter | None) -> None:
-    """Let the channel to a worker hold dozens of pages instead of a few: the worker then
-    keeps parsing while the crawl's event loop is busy elsewhere, instead of waiting for
-    its next write (100 x 1,000 crawl benchmark: 1,340 -> 2,120 pages/s; 64 KB pipes or
-    200 KB socket buffers had held the worker idle 40 % of the time). uvloop connects a
-    child's standard input by a Unix socket (its send buffer is widened), asyncio's own
-    loop by a pipe (its capacity is)."""
-    if stdin is None:
-        return
-    channel = stdin.transport.get_extra_info("socket")
-    pipe = stdin.transport.get_extra_info("pipe")
-    # Beyond the system's limit the call fails and the default channel stays: slower, not wrong.
-    with contextlib.suppress(OSError):
-        if channel is not None:
-            channel.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BYTES)
-        elif pipe is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
-            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, CHANNEL_BYTES)
-
-
 class ExtractPool(AsyncResource):
     """Runs the extract stage in ``workers`` processes, or inline when ``workers`` is 0.
 
@@ -446,6 +461,8 @@ class ExtractPool(AsyncResource):
     ) -> None:
         self._inline = Extractor(settings) if workers == 0 else None
         self._settings = settings
+        self.handles = bool(settings.handlers)
+        """Whether pages may have handlers: their extraction then wants a :class:`Fetched`."""
         self._count = workers
         self._clock = clock
         self._workers: list[_Worker] = []
@@ -533,10 +550,12 @@ class ExtractPool(AsyncResource):
         body: bytes,
         content_type: str | None,
         robots_tags: Sequence[str],
+        fetched: Fetched | None = None,
     ) -> Extracted:
-        """Extract one page, on the least busy worker when there are workers."""
+        """Extract one page, on the least busy worker when there are workers; ``fetched``
+        (when :attr:`handles`) for its handler."""
         if self._inline is not None:
-            return self._inline.extract(url, depth, body, content_type, robots_tags)
+            return self._inline.extract(url, depth, body, content_type, robots_tags, fetched)
         if not self._workers:
             raise RuntimeError("ExtractPool used outside its context")
         if self._stopped is not None:
@@ -544,12 +563,13 @@ class ExtractPool(AsyncResource):
         worker = min(self._workers, key=lambda w: len(w.waiting))
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         # The body follows its job frame raw: pickling it would copy it twice more.
+        job = (url, depth, content_type, tuple(robots_tags))
         frames = (
-            _frame((url, depth, content_type, tuple(robots_tags))),
+            _frame(job if fetched is None else (*job, tuple(fetched))),
             _FRAME.pack(len(body)),
             body,
         )
-        job = _Job(url, frames, answer)
-        worker.waiting.append(job)
-        await worker.send(job)
+        sent = _Job(url, frames, answer)
+        worker.waiting.append(sent)
+        await worker.send(sent)
         return _extracted(await answer)

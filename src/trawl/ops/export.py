@@ -1,4 +1,5 @@
-"""``trawl export``: one row per known URL, as CSV or JSON lines."""
+"""``trawl export``: one row per known URL, or with ``--items`` one per stored item (what
+page handlers yielded), as CSV or JSON lines."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from trawl.store.location import StoreLocation
-from trawl.store.values import ExportRow
+from trawl.store.values import ExportRow, ItemRow
 
 COLUMNS = (
     "url", "status", "content_type", "length", "fetched_at", "depth", "redirect_to", "error",
@@ -65,4 +66,52 @@ async def export_rows(location: StoreLocation, fmt: str, out: TextIO) -> int:
             async for row in store.export():
                 out.write(json.dumps(_record(row)) + "\n")
                 count += 1
+    return count
+
+
+ITEM_FIELDS = ("_url", "_key", "_fetched_at")
+"""The fields ``trawl export --items`` adds to every item, and the first CSV columns:
+the page's URL, the item's key (trawl.store.values.ItemRow.key) and the page's fetch
+time (ISO 8601, UTC, seconds). They take the place of item fields of the same names."""
+
+_CELL_TYPES = (str, int, float, bool, type(None))
+"""Item values a CSV cell holds as they are; any other value is written as JSON text."""
+
+
+def _cell(value: object) -> object:
+    """An item value as a CSV cell holds it."""
+    return value if isinstance(value, _CELL_TYPES) else json.dumps(value, ensure_ascii=False)
+
+
+def _item_record(item: ItemRow) -> dict[str, object]:
+    """An item's own fields, then :data:`ITEM_FIELDS`."""
+    fields: dict[str, object] = json.loads(item.data)
+    fetched = datetime.fromtimestamp(item.fetched_at, UTC).isoformat(timespec="seconds")
+    fields.update(_url=item.url, _key=item.key, _fetched_at=fetched)
+    return fields
+
+
+async def export_items(location: StoreLocation, fmt: str, out: TextIO) -> int:
+    """Write every stored item of the crawl at ``location`` to ``out``, in key order;
+    return the item count.
+
+    JSON lines hold one object an item: its fields and :data:`ITEM_FIELDS`. CSV has the
+    columns :data:`ITEM_FIELDS`, then every item field in the order first met; items
+    are read twice for it (once for the header), so the export holds none in RAM."""
+    count = 0
+    async with location.open(readonly=True) as store:
+        if fmt != "csv":
+            async for item in store.items():
+                out.write(json.dumps(_item_record(item), ensure_ascii=False) + "\n")
+                count += 1
+            return count
+        names = dict.fromkeys(ITEM_FIELDS)
+        async for item in store.items():
+            names.update(dict.fromkeys(json.loads(item.data)))
+        writer = csv.DictWriter(out, fieldnames=list(names), lineterminator="\n")
+        writer.writeheader()
+        async for item in store.items():
+            record = _item_record(item)
+            writer.writerow({name: _cell(value) for name, value in record.items()})
+            count += 1
     return count

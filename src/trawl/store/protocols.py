@@ -25,6 +25,7 @@ from trawl.store.values import (
     CommitResult,
     ExportRow,
     HostFigures,
+    ItemRow,
     Lease,
     QueuedURL,
     RobotsRecord,
@@ -230,6 +231,11 @@ class Reports(Protocol):
 
     def export(self) -> AsyncIterator[ExportRow]:
         """Every known URL with its latest result."""
+        ...
+
+    def items(self) -> AsyncIterator[ItemRow]:
+        """Every stored item (the items of each page's latest committed fetch), ordered
+        by URL id, then by its place among the page's items."""
         ...
 
     async def host_figures(self, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:

@@ -1,6 +1,6 @@
 """What both engines derive from the store's values: the columns a claim reads, the
-fenced parts a commit settles, the rows a batch writes to the host and content tables,
-and the export rows read back a page at a time."""
+fenced parts a commit settles, the rows a batch writes to the host, content and item
+tables, and the export rows and items read back a page at a time."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from trawl.store.values import (
     STALE_COUNTER,
     CommitBatch,
     ExportRow,
+    ItemRow,
     Outcome,
     State,
 )
 
 CLAIM_COLUMNS = (
     "id, url, host_id, depth, redirect_hops, attempts, origin, kind, priority, fetched_at, "
-    "status, etag, last_modified, change_hash, revisit_interval"
+    "status, etag, last_modified, change_hash, revisit_interval, label"
 )
 """The ``urls`` columns a claim returns, in the field order of
 trawl.store.values.QueuedURL."""
@@ -26,7 +27,8 @@ trawl.store.values.QueuedURL."""
 def settle_fences(batch: CommitBatch, generations: Mapping[int, int]) -> int:
     """Move the fenced parts whose lease still holds (``generations``: each fenced host's
     current lease generation, read in the committing transaction) into the batch's own
-    lists; drop the others and count them. Returns how many outcomes were refused."""
+    lists; drop the others (their outcomes, host updates, counters and items) and count
+    them. Returns how many outcomes were refused."""
     refused = 0
     for part in batch.fenced:
         assert part.fence is not None
@@ -35,6 +37,7 @@ def settle_fences(batch: CommitBatch, generations: Mapping[int, int]) -> int:
             continue
         batch.outcomes.extend(part.outcomes)
         batch.hosts.extend(part.hosts)
+        batch.items.extend(part.items)
         for name, value in part.counters.items():
             batch.count(name, value)
     batch.fenced = []
@@ -175,3 +178,47 @@ def export_row(row: Row) -> ExportRow:
         revalidated_at=row[10], revalidation=row[11], duplicate_of=row[12],
         near_duplicate_of=row[13], alias_of=row[14], canonical=row[15], content_hash=row[16],
     )  # fmt: skip
+
+
+ItemParameters = tuple[int, int, float, str]
+"""An ``items`` row as a commit writes it: url_id, seq, fetched_at, data."""
+
+
+def item_rows(batch: CommitBatch) -> tuple[list[int], list[ItemParameters]]:
+    """What a batch writes to ``items``: the URL ids whose stored items it replaces, in
+    id order, and their new rows, numbered 0.. in yield order (the last
+    :class:`~trawl.store.values.PageItems` of a URL in the batch wins)."""
+    latest = {page.url_id: page for page in batch.items}
+    replaced = sorted(latest)
+    rows = [
+        (url_id, seq, latest[url_id].fetched_at, data)
+        for url_id in replaced
+        for seq, data in enumerate(latest[url_id].items)
+    ]
+    return replaced, rows
+
+
+ITEM_COLUMNS = "i.url_id, i.seq, i.fetched_at, i.data, u.url"
+"""The columns an item is read from, of ``items`` as ``i`` and its URL's row as ``u``."""
+
+ITEM_PAGE_SIZE = 5000
+"""Items read per query."""
+
+
+async def item_pages(
+    fetch: Callable[[int, int], Awaitable[Sequence[Row]]],
+) -> AsyncIterator[ItemRow]:
+    """Every stored item, in (url_id, seq) order, read a page at a time.
+
+    ``fetch(url_id, seq)`` returns the next page: up to :data:`ITEM_PAGE_SIZE` rows of
+    :data:`ITEM_COLUMNS` whose key comes after (url_id, seq), in key order; a short
+    page ends the walk.
+    """
+    after = (MIN_ID, -1)
+    while True:
+        rows = await fetch(*after)
+        for row in rows:
+            yield ItemRow(url=row[4], url_id=row[0], seq=row[1], fetched_at=row[2], data=row[3])
+        if len(rows) < ITEM_PAGE_SIZE:
+            return
+        after = (rows[-1][0], rows[-1][1])

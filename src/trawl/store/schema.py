@@ -77,6 +77,11 @@ Migration 12 records revalidations: ``revalidated_at``, when a recrawl last answ
 and ``revalidation``, what it found (``not_modified``, ``unchanged``, ``changed``;
 trawl.store.values.Revalidation). A 304 writes these and leaves the columns of the last
 full answer as they were, ``fetched_at`` included.
+
+Migration 13 is for page handlers (trawl.handlers): a URL's ``label``, which names the
+handler of its page (NULL: the default one), and ``items``, the items a page's handler
+yielded, keyed by URL hash and their place in the page's yield order (``seq``), with the
+fetch time. A page's items are replaced whole when it is committed again.
 """
 
 from __future__ import annotations
@@ -310,6 +315,16 @@ MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
     (
         "ALTER TABLE urls ADD COLUMN revalidated_at DOUBLE PRECISION",
         "ALTER TABLE urls ADD COLUMN revalidation TEXT",
+    ),
+    (
+        "ALTER TABLE urls ADD COLUMN label TEXT",
+        """CREATE TABLE IF NOT EXISTS items (
+            url_id BIGINT NOT NULL,
+            seq INTEGER NOT NULL,
+            fetched_at DOUBLE PRECISION NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (url_id, seq)
+        )""",
     ),
 )
 

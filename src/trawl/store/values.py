@@ -97,6 +97,11 @@ class NewURL(NamedTuple):
     """For a redirect target: the first URL of the redirect chain that led to it. For a
     sitemap: the URL under whose directory it may list pages besides its own (the root of
     the host whose robots.txt named it, or what the index that listed it carries)."""
+    label: str | None = None
+    """The label a page handler gave the link (trawl.handlers): the handler that
+    extracts the page once it is fetched. Stored with a new URL; a URL already known
+    keeps the label it was stored with. Kept last: the extract pipe sends the fields
+    as a plain tuple."""
 
 
 class Kind(enum.IntEnum):
@@ -135,6 +140,8 @@ class QueuedURL:
     last_modified: str | None = None
     change_hash: int | None = None
     revisit_interval: float | None = None
+    label: str | None = None
+    """The label the URL was stored with (:attr:`NewURL.label`)."""
 
     @property
     def refetch(self) -> bool:
@@ -295,6 +302,16 @@ class Release:
     next_eligible_at: float
 
 
+class PageItems(NamedTuple):
+    """The items a page handler yielded for one fetched URL: JSON object texts, in
+    yield order, stored with the fetch time. Committed, they replace every item the URL
+    had (a page fetched again, after a crash or in a recrawl, never adds duplicates)."""
+
+    url_id: int
+    fetched_at: float
+    items: tuple[str, ...]
+
+
 STALE_COUNTER = "stale_completions"
 """Counter of fenced writes (a page's result, a host's state) the store refused because
 the host's lease had passed to a newer generation."""
@@ -312,6 +329,9 @@ class CommitBatch:
     apart in ``fenced``; the store applies them only if the host's lease is still
     at that generation (trawl.store.rows.settle_fences). Its links always go in: they are real
     links whatever became of the lease, and inserting them is idempotent.
+
+    Once committed, ``outcomes`` and ``items`` hold what the store applied: the fenced
+    parts it accepted are in them, the refused ones dropped.
     """
 
     outcomes: list[Outcome] = field(default_factory=list)
@@ -346,6 +366,9 @@ class CommitBatch:
     there."""
     at: float = field(default_factory=time.time)
     """When the batch was made: new URLs are queued at this time (their queue rank)."""
+    items: list[PageItems] = field(default_factory=list)
+    """The items page handlers yielded, per fetched URL, written with the outcomes: each
+    replaces the URL's stored items (the last of a URL in the batch wins)."""
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name`` in this batch."""
@@ -358,7 +381,7 @@ class CommitBatch:
     def __len__(self) -> int:
         return (
             len(self.outcomes) + len(self.new_urls) + len(self.hosts) + len(self.fenced)
-            + len(self.lastmods) + len(self.inlinks) + len(self.shallower)
+            + len(self.lastmods) + len(self.inlinks) + len(self.shallower) + len(self.items)
         )  # fmt: skip
 
 
@@ -420,3 +443,23 @@ class ExportRow:
     """The URL its ``<link rel=canonical>`` names, known to the crawl or not."""
     content_hash: str | None = None
     """SHA-256 (hex) of its latest fingerprinted content (``--text``, ``--events``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRow:
+    """One stored item, as ``Reports.items`` reads it back: the URL whose page yielded
+    it, the URL's id, its place among that page's items (0 first), when the page was
+    fetched, and the item's JSON object text."""
+
+    url: str
+    url_id: int
+    seq: int
+    fetched_at: float
+    data: str
+
+    @property
+    def key(self) -> str:
+        """The item's stable key: the URL's hash as 16 hex digits (unsigned), a colon,
+        and its sequence number, e.g. ``0af3...9c:2``. A page fetched again gives its
+        items the same keys, in yield order."""
+        return f"{self.url_id & _MASK64:016x}:{self.seq}"

@@ -20,6 +20,7 @@ from psycopg import AsyncConnection
 from trawl.frontier.priority import priority
 from trawl.store.postgres import sql
 from trawl.store.postgres.content import apply_content, columns
+from trawl.store.postgres.items import write_items
 from trawl.store.rows import host_tallies, settle_fences, shallowest
 from trawl.store.values import DISCOVERY_BUDGET_COUNTER, CommitBatch, CommitResult, Outcome, State
 
@@ -83,6 +84,7 @@ async def write(
         ids, lastmods = columns(batch.lastmods, 2)
         await conn.execute(sql.LASTMODS, (ids, lastmods, batch.at, batch.at))
     await apply_content(conn, batch)
+    await write_items(conn, batch)
     if batch.releases:
         rows = [(r.host_id, r.generation, r.next_eligible_at) for r in batch.releases]
         await conn.execute(sql.RELEASE, columns(rows, 3))
@@ -168,6 +170,7 @@ async def _insert_urls(
                 priority(u.depth, batch.listed[u.id].priority if u.id in batch.listed else None)
                 for u in urls
             ],
+            "labels": [u.label for u in urls],
             "at": batch.at,
             "horizon": horizon,
             "budget": budget,

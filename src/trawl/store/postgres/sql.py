@@ -12,7 +12,7 @@ from __future__ import annotations
 from psycopg.sql import SQL
 
 from trawl.frontier.priority import DEPTH_WEIGHT, LEVEL_STEP
-from trawl.store.rows import CLAIM_COLUMNS, export_columns
+from trawl.store.rows import CLAIM_COLUMNS, ITEM_COLUMNS, ITEM_PAGE_SIZE, export_columns
 from trawl.store.values import Kind, State
 
 # States are written into the SQL, not passed as parameters, so the planner can match
@@ -367,15 +367,16 @@ MOST_BLOCKED_HOSTS = _HOST_FIGURES + "WHERE blocked > 0 ORDER BY 4 DESC, 1 LIMIT
 # earlier in the batch) use its room, until the room is used. What does not fit is left
 # out (counted from the first candidate after the last one that fit). The statement
 # adds the hosts' counts and the counters it decides, and returns per host:
-# (host id, rows inserted, candidates left out).
+# (host id, rows inserted, candidates left out). A URL met twice is stored as met at its
+# smallest depth and fewest hops, the first so met (its label with it).
 INSERT_URLS = """
 WITH found AS (
     SELECT c.*, h.id AS host_id, count(*) OVER (PARTITION BY h.id) AS n,
            %(budget)s::bigint - h.discovered AS room
     FROM unnest(%(ids)s::bigint[], %(urls)s::text[], %(hosts)s::text[],
                 %(depths)s::integer[], %(hops)s::smallint[], %(origins)s::text[],
-                %(kinds)s::smallint[], %(priorities)s::float8[])
-         WITH ORDINALITY AS c(id, url, host, depth, hops, origin, kind, priority, ord)
+                %(kinds)s::smallint[], %(priorities)s::float8[], %(labels)s::text[])
+         WITH ORDINALITY AS c(id, url, host, depth, hops, origin, kind, priority, label, ord)
     JOIN hosts AS h ON h.name = c.host
 ), marked AS (
     SELECT found.*,
@@ -390,11 +391,12 @@ WITH found AS (
            row_number() OVER (PARTITION BY host_id ORDER BY depth, ord) AS pos
     FROM marked
 ), inserted AS (
-    INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank)
+    INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank,
+                      label)
     SELECT id, url, host_id, depth, hops, origin, kind, priority,
-           %(at)s - priority * %(horizon)s FROM ranked
+           %(at)s - priority * %(horizon)s, label FROM ranked
     WHERE room IS NULL OR room >= n OR (fresh AND nth <= room)
-    ORDER BY id, depth, hops
+    ORDER BY id, depth, hops, ord
     ON CONFLICT (id) DO NOTHING
     RETURNING host_id
 ), added AS (
@@ -519,3 +521,17 @@ LINK_DUPLICATES = (
     "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS d(id, exact, near) "
     "WHERE urls.id = d.id"
 )
+
+# Items (trawl.store.postgres.items).
+DELETE_ITEMS = "DELETE FROM items WHERE url_id = ANY(%s::bigint[])"
+ADD_ITEMS = (
+    "INSERT INTO items (url_id, seq, fetched_at, data) "
+    "SELECT * FROM unnest(%s::bigint[], %s::integer[], %s::float8[], %s::text[]) "
+    "ON CONFLICT (url_id, seq) DO UPDATE SET fetched_at = excluded.fetched_at, data = excluded.data"
+)
+ITEM_PAGE = (
+    f"SELECT {ITEM_COLUMNS} FROM items AS i JOIN urls AS u ON u.id = i.url_id "
+    "WHERE (i.url_id, i.seq) > (%s::bigint, %s::integer) "
+    f"ORDER BY i.url_id, i.seq LIMIT {ITEM_PAGE_SIZE}"
+)
+"""Items after a key (parameters: url_id, seq), in key order, with their URLs."""

@@ -38,8 +38,9 @@ from trawl.store.postgres.content import (
     content_owners,
     simhash_candidates,
 )
+from trawl.store.postgres.items import item_page
 from trawl.store.postgres.migrate import check_exists, migrate
-from trawl.store.rows import MAX_ID, MIN_ID, Row, export_row, pages_by_id
+from trawl.store.rows import MAX_ID, MIN_ID, Row, export_row, item_pages, pages_by_id
 from trawl.store.values import (
     PAGE_BUDGET_COUNTER,
     PAGE_BUDGET_ERROR,
@@ -48,6 +49,7 @@ from trawl.store.values import (
     CommitResult,
     ExportRow,
     HostFigures,
+    ItemRow,
     Lease,
     QueuedURL,
     RobotsRecord,
@@ -467,3 +469,11 @@ class PostgresStore(AsyncResource):
         async for rows in pages_by_id(page):
             for row in rows:
                 yield export_row(row)
+
+    async def items(self) -> AsyncIterator[ItemRow]:
+        async def page(url_id: int, seq: int) -> list[Row]:
+            async with self._connection() as conn:
+                return await item_page(conn, url_id, seq)
+
+        async for item in item_pages(page):
+            yield item

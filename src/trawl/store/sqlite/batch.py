@@ -1,7 +1,8 @@
 """How the embedded store writes one commit batch, inside the commit's transaction on
 the store thread: outcomes and host tallies, fenced parts settled against their
 leases, new URLs inserted if absent and within their hosts' discovery budget, host
-records, sitemap hints, in-link raises, shallower depths, content rows and releases.
+records, sitemap hints, in-link raises, shallower depths, content rows, items and
+releases.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from trawl.store.sqlite.content import apply_content, select_in
 from trawl.store.sqlite.frontier import lift, restore, stage_since
 from trawl.store.sqlite.hosts import add_counters, batch_host_ids, release
 from trawl.store.sqlite.ids import file_since, last_seq
+from trawl.store.sqlite.items import write_items
 from trawl.store.values import (
     DISCOVERY_BUDGET_COUNTER,
     CommitBatch,
@@ -26,7 +28,7 @@ from trawl.store.values import (
     NewURL,
 )
 
-InsertRow = tuple[int, str, int, int, int, str | None, int, float, float]
+InsertRow = tuple[int, str, int, int, int, str | None, int, float, float, str | None]
 """The parameters of :data:`~trawl.store.sqlite.sql.INSERT_URL`."""
 LinkRow = tuple[int, str, int, int, float, float]
 """The parameters of :data:`~trawl.store.sqlite.sql.INSERT_LINK`."""
@@ -54,12 +56,15 @@ def insert_urls(
         kind, hint = listed.get(u.id, _PLAIN_LINK) if listed else _PLAIN_LINK
         value = priority(u.depth, hint)
         rank = queued_at - value * horizon
-        if kind is Kind.PAGE and not u.redirect_hops and u.origin is None:
+        if kind is Kind.PAGE and not u.redirect_hops and u.origin is None and u.label is None:
             links.append((u.id, u.url, hid, u.depth, value, rank))
         else:
             rows.append(
-                (u.id, u.url, hid, u.depth, u.redirect_hops, u.origin, int(kind), value, rank)
-            )
+                (
+                    u.id, u.url, hid, u.depth, u.redirect_hops, u.origin, int(kind), value,
+                    rank, u.label,
+                )
+            )  # fmt: skip
     links.sort()
     rows.sort()
     db.executemany(sql.INSERT_LINK, links)
@@ -221,6 +226,7 @@ def apply(
         db.executemany(sql.SHALLOWER, [(depth, horizon, uid) for uid, depth in found])
         restore(db, lifted)
     apply_content(db, batch)
+    write_items(db, batch)
     release(db, batch.releases)
     add_counters(db, counters)
     return CommitResult(

@@ -8,7 +8,7 @@ the logic. The tables are made by the migrations both engines share (trawl.store
 from __future__ import annotations
 
 from trawl.frontier.priority import DEPTH_WEIGHT, LEVEL_STEP
-from trawl.store.rows import CLAIM_COLUMNS, export_columns
+from trawl.store.rows import CLAIM_COLUMNS, ITEM_COLUMNS, ITEM_PAGE_SIZE, export_columns
 from trawl.store.values import BLOCKS, Kind, State
 
 # The id index (trawl.store.sqlite.ids).
@@ -393,14 +393,14 @@ HANDED_OUT = (
 )
 """The handed-out URLs among some ids, with their hosts and depths."""
 INSERT_URL = (
-    "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO urls (id, url, host_id, depth, redirect_hops, origin, kind, priority, rank, "
+    "label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """The insert of a new URL (one the store does not hold: trawl.store.sqlite.batch.unstored)."""
 INSERT_LINK = "INSERT INTO urls (id, url, host_id, depth, priority, rank) VALUES (?, ?, ?, ?, ?, ?)"
-"""The insert of a plain link (a page, no redirect hops, no origin: the columns'
-defaults). Six parameters instead of nine, and no None, which sqlite3 binds only after
-looking for an adapter: 3.5 -> 1.5 us a row inserting into an in-memory table, and 29.1
+"""The insert of a plain link (a page, no redirect hops, no origin, no label: the
+columns' defaults). Six parameters instead of ten, and no None, which sqlite3 binds
+only after looking for an adapter: 3.5 -> 1.5 us a row inserting into an in-memory table, and 29.1
 -> 28.0 s of commit for 1 M URLs of inserts."""
 SET_LASTMOD = (
     "UPDATE urls SET lastmod = ?, due_at = "
@@ -420,3 +420,16 @@ URL_PAGE = by_id(_EXPORT_BY_ID, "k.id >= ?1 AND (?2 IS NULL OR u.state = ?2)") +
 """Export rows from an id on (parameters: start, state or NULL, limit)."""
 EXPORT_PAGE = by_id(_EXPORT_BY_ID, "k.id >= ?1") + " LIMIT 5000"
 """Export rows from an id on (parameter: start), a page at a time."""
+
+# Items (trawl.store.sqlite.items).
+
+DELETE_ITEMS = "DELETE FROM items WHERE url_id = ?"
+ADD_ITEM = (
+    "INSERT INTO items (url_id, seq, fetched_at, data) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (url_id, seq) DO UPDATE SET fetched_at = excluded.fetched_at, data = excluded.data"
+)
+ITEM_PAGE = (
+    f"SELECT {ITEM_COLUMNS} FROM items AS i JOIN urls AS u ON u.seq = {row_of('i.url_id')} "
+    f"WHERE (i.url_id, i.seq) > (?, ?) ORDER BY i.url_id, i.seq LIMIT {ITEM_PAGE_SIZE}"
+)
+"""Items after a key (parameters: url_id, seq), in key order, with their URLs."""

@@ -30,7 +30,7 @@ from typing import TypeVar
 from trawl.errors import StoreError
 from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.resource import AsyncResource
-from trawl.store.rows import Row, export_row, pages_by_id
+from trawl.store.rows import Row, export_row, item_pages, pages_by_id
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
 from trawl.store.sqlite import sql
 from trawl.store.sqlite.batch import apply
@@ -60,6 +60,7 @@ from trawl.store.sqlite.hosts import (
     unpark,
 )
 from trawl.store.sqlite.ids import MERGE_ROWS, inbox_size, merge_inbox
+from trawl.store.sqlite.items import item_page
 from trawl.store.values import (
     PAGE_BUDGET_COUNTER,
     Blocks,
@@ -67,6 +68,7 @@ from trawl.store.values import (
     CommitResult,
     ExportRow,
     HostFigures,
+    ItemRow,
     Lease,
     QueuedURL,
     RobotsRecord,
@@ -518,6 +520,13 @@ class SQLiteStore(AsyncResource):
         async for rows in pages_by_id(lambda start: self._run(lambda: page(start))):
             for row in rows:
                 yield export_row(row)
+
+    async def items(self) -> AsyncIterator[ItemRow]:
+        async def page(url_id: int, seq: int) -> list[Row]:
+            return await self._run(lambda: item_page(self._db, url_id, seq))
+
+        async for item in item_pages(page):
+            yield item
 
 
 def _merge(db: sqlite3.Connection) -> None:
