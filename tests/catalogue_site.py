@@ -29,7 +29,7 @@ SHARED = {"poetry": (1, 2, 3), "travel": (12, 13)}
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
 
 
-def _books(category: str) -> list[int]:
+def books(category: str) -> list[int]:
     """The numbers of the books a category lists, in listing order."""
     first = CATEGORIES.index(category) * BOOKS_PER_CATEGORY + 1
     own = list(range(first, first + BOOKS_PER_CATEGORY))
@@ -54,8 +54,8 @@ def _page(heading: str, body: str) -> bytes:
 
 
 def _listing(category: str, page: int) -> bytes:
-    books = _books(category)
-    shown = books[(page - 1) * PER_PAGE : page * PER_PAGE]
+    listed = books(category)
+    shown = listed[(page - 1) * PER_PAGE : page * PER_PAGE]
     articles = "".join(
         f"<article><h3><a href='/book/{n}.html'>{title(n)}</a></h3></article>" for n in shown
     )
@@ -65,7 +65,7 @@ def _listing(category: str, page: int) -> bytes:
             "<article><h3><a href='/private/secret.html'>Secret</a></h3></article>"
             f"<article><h3><a href='http://{OTHER_HOST}/book/1.html'>Away</a></h3></article>"
         )
-    pages = (len(books) + PER_PAGE - 1) // PER_PAGE
+    pages = (len(listed) + PER_PAGE - 1) // PER_PAGE
     following = (
         f"<ul><li class='next'><a href='page-{page + 1}.html'>next</a></li></ul>"
         if page < pages
@@ -84,7 +84,7 @@ def _book(number: int) -> bytes:
 
 def book_numbers() -> list[int]:
     """Every book a listing names (and a crawl may fetch), once each."""
-    return sorted({n for category in CATEGORIES for n in _books(category)})
+    return sorted({n for category in CATEGORIES for n in books(category)})
 
 
 def catalogue(port: int) -> Site:
@@ -100,7 +100,7 @@ def catalogue(port: int) -> Site:
         f"http://{OTHER_HOST}/book/1.html": Response(body=_page("Away", "")),
     }
     for category in CATEGORIES:
-        pages = (len(_books(category)) + PER_PAGE - 1) // PER_PAGE
+        pages = (len(books(category)) + PER_PAGE - 1) // PER_PAGE
         for page in range(1, pages + 1):
             routes[f"{base}/c/{category}/page-{page}.html"] = Response(
                 body=_listing(category, page)

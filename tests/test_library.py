@@ -22,8 +22,12 @@ import catalogue_handlers
 import trawl
 from catalogue_site import HOST, OTHER_HOST, book_numbers, book_url, catalogue, expected_items
 from conftest import page_requests, read_rows
+from trawl.config import ScopeConfig
 from trawl.demo import SiteServer
 from trawl.errors import UsageError
+from trawl.extract.handled import Fetched
+from trawl.extract.pool import Extracted, Extractor, ExtractSettings
+from trawl.extract.urls import DEFAULT_RULES
 from trawl.store.location import StoreLocation
 from trawl.store.values import State
 
@@ -83,11 +87,13 @@ def test_the_catalogue_gives_every_item_once_and_follows_only_what_it_may(
     with SiteServer(catalogue) as server:
         crawler = with_catalogue_handlers(crawler_for(server, tmp_path / "books", parse_workers=1))
         summary = crawler.run()
+        again = crawler.run()
         requests = page_requests(server)
         hosts = {record.host for record in server.requests}
     site = server.site
     assert summary.state == "done"
-    assert crawler.summary == summary
+    assert crawler.summary == again
+    assert (again.state, again.fetched) == ("done", summary.fetched)
     assert asyncio.run(stored_items(tmp_path / "books")) == expected_items(site)
     # Books listed twice are fetched once; the follows to a robots-disallowed path and
     # to another host are never fetched, nor is a link no handler followed.
@@ -191,3 +197,48 @@ def test_options_are_checked_as_the_command_line_checks_them(tmp_path: Path) -> 
     with pytest.raises(UsageError, match="two handlers for pages without a label"):
         crawler.handler()(catalogue_handlers.listing)
     assert crawler.config().handlers == ((None, "test_library:follows_nothing"),)
+
+
+async def test_an_on_item_that_raises_stops_the_crawl_and_its_error_is_raised(
+    tmp_path: Path,
+) -> None:
+    with SiteServer(catalogue) as server:
+        crawler = with_catalogue_handlers(crawler_for(server, tmp_path / "books", delay=0.02))
+
+        @crawler.on_item
+        async def refuse(item: dict[str, Any]) -> None:
+            raise RuntimeError(f"cannot keep {item['title']}")
+
+        with pytest.raises(RuntimeError, match="cannot keep Book number"):
+            async with crawler:
+                await crawler.wait()
+        fetched = sum(page_requests(server).values())
+    assert fetched < 1 + 10 + len(book_numbers())
+    assert len(await stored_items(tmp_path / "books")) < len(book_numbers())
+
+
+def test_a_page_that_says_nofollow_keeps_its_items_but_not_its_follows() -> None:
+    settings = ExtractSettings(
+        seeds=("http://books.test/",), scope=ScopeConfig(), rules=DEFAULT_RULES,
+        agent="trawl", honour_nofollow=True, max_links=100,
+        handlers=((None, "catalogue_handlers:listing"), ("book", "catalogue_handlers:book")),
+    )  # fmt: skip
+    extractor = Extractor(settings)
+    listing = b"<nav><a href='/c/a/page-1.html'>a</a></nav>"
+    book = b"<h1>Title</h1><a href='/other.html'>other</a>"
+    meta = b"<meta name='robots' content='nofollow'>"
+
+    def extract(body: bytes, label: str | None) -> Extracted:
+        fetched = Fetched(200, {"content-type": "text/html"}, 1.0, label)
+        return extractor.extract("http://books.test/", 1, body, "text/html", (), fetched)
+
+    followed = extract(listing, None)
+    assert [(link.url, link.label) for link in followed.links] == [
+        ("http://books.test/c/a/page-1.html", None)
+    ]
+    assert extract(meta + listing, None).links == []
+    assert extract(meta + listing, None).counters["nofollow_pages"] == 1
+    kept = extract(meta + book, "book")
+    assert kept.links == []
+    assert kept.handled is not None
+    assert [json.loads(item)["title"] for item in kept.handled.items] == ["Title"]

@@ -161,15 +161,6 @@ class Committer:
         if self._on_store is not None:
             self._on_store(time.perf_counter() - started)
         self._on_commit(result)
-        if self._on_items is not None:
-            items = committed_items(batch)
-            if items:
-                self._on_items(items)
-
-
-def committed_items(batch: CommitBatch) -> list[PageItems]:
-    """The page items a committed ``batch`` wrote: its own and its fenced parts'."""
-    items = list(batch.items)
-    for part in batch.fenced:
-        items.extend(part.items)
-    return items
+        # Committed, the batch's items are those the store wrote (fenced parts settled).
+        if self._on_items is not None and batch.items:
+            self._on_items(batch.items)

@@ -4,7 +4,9 @@ The fetch's result is classified (trawl.crawl.outcomes); the host's turn ends wi
 response, with the back-off the result calls for, its circuit breaker counted and the
 operator's delay for it. An answer is then read: a redirect's target queued, a
 sitemap's entries, a page's links and text extracted (inline or in child processes,
-which is not the host's business). Every page request is logged at debug level.
+which is not the host's business), and its page handler's items kept with its outcome
+(a handler that raises fails the page: ``handler_failed``). Every page request is
+logged at debug level.
 """
 
 from __future__ import annotations

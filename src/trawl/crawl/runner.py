@@ -8,6 +8,9 @@ starts (first signal: stop taking new work, let in-flight fetches finish and com
 second signal: cancel now; claimed URLs are returned to the queue on the next start
 either way). An interrupted run ends with the summary state ``interrupted``, which
 the command line turns into its resume hint and exit 130 (trawl.cli.commands).
+``crawl_here`` runs a crawl in an event loop that is already running (the library's
+``Crawler``, trawl.handlers.crawler): with the signals handled, or with the signal
+handlers left alone and a :class:`Stopper` as the only way to stop it.
 
 A run checks what it can before it makes the data dir (the seeds, the lease length), so
 that a refused command leaves nothing behind. ``--fresh`` starts every output over: the

@@ -7,8 +7,9 @@ what the fetch gave (:class:`Fetched`). Its items cross back as JSON texts; its 
 become link candidates as any link does (:meth:`LinkFilter.candidate`: normalisation,
 scope, depth), each with the follow's label; a follow's priority goes with it
 (:class:`Handled`) to be stored as a sitemap's priority is. Robots.txt, budgets, the
-seen-set and politeness apply to them downstream as to every link. A handler that fails
-gives its error line and neither items nor follows.
+seen-set and politeness apply to them downstream as to every link, and a page that says
+nofollow (robots meta tag or X-Robots-Tag) gives none, as it gives no links. A handler
+that fails gives its error line and neither items nor follows.
 
 The handlers are loaded once per process, when the extractor is made: a worker process
 imports each handler's module (or loads its script by path, trawl.handlers.refs).
@@ -64,12 +65,14 @@ class Handlers:
         body: bytes,
         fetched: Fetched,
         base: str,
-        links: LinkFilter,
+        links: LinkFilter | None,
         batch: CommitBatch,
     ) -> tuple[list[NewURL], Handled]:
         """Run ``handler`` on the page at ``url`` (its links are at ``depth``, its
         relative URLs resolve against ``base``): its follows as candidates (each
-        rejection counted in ``batch``), and what else it gave."""
+        rejection counted in ``batch``), and what else it gave. Without ``links`` (the
+        page says nofollow, in a robots meta tag or header) its follows are dropped and
+        the page counted as ``nofollow_pages``."""
         page = Page(
             url=url, body=body, status=fetched.status, headers=fetched.headers,
             depth=depth - 1, fetched_at=fetched.fetched_at, label=fetched.label, base=base,
@@ -77,6 +80,9 @@ class Handlers:
         result = run_handler(handler, page)
         if result.error is not None:
             return [], Handled((), result.error)
+        if links is None:
+            batch.count("nofollow_pages")
+            return [], Handled(tuple(result.items), None)
         found: list[NewURL] = []
         priorities: list[tuple[int, float]] = []
         seen: set[int] = set()

@@ -1,7 +1,9 @@
 """The extract stage: a fetched HTML page in, its canonical URL and link candidates out.
 
 It joins the parser and the URL filter, the two most CPU-hungry steps of a crawl, into
-one pure function of the page, so it can run in a worker process on another core.
+one pure function of the page, so it can run in a worker process on another core. A
+page whose label has a page handler gives what the handler gave instead of its links
+(trawl.extract.handled); the worker loads the handlers when it starts.
 ``ExtractPool`` runs it there (``workers`` >= 1) or in the crawl's own process
 (``workers`` = 0). A worker is a plain child process fed through its standard input and
 answering on its standard output (length-prefixed pickles, answers in order; a page's
@@ -137,14 +139,16 @@ class Extractor:
         handler = None
         if fetched is not None and self._handlers is not None:
             handler = self._handlers.get(fetched.label)
+        nofollow = s.honour_nofollow and (page.nofollow or nofollow_header)
         if handler is not None:
             assert fetched is not None
             follows, handled = Handlers.run(
-                handler, url, depth, body, fetched, base, self._links, batch
-            )
+                handler, url, depth, body, fetched, base, None if nofollow else self._links,
+                batch,
+            )  # fmt: skip
             return Extracted(canonical, follows, batch.counters, noindex, len(page.links),
                              text, content_hash, change, handled)  # fmt: skip
-        if s.honour_nofollow and (page.nofollow or nofollow_header):
+        if nofollow:
             batch.count("nofollow_pages")
             return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash, change)
         batch.count("nofollow_links", page.nofollow_links)

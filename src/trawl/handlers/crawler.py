@@ -95,7 +95,8 @@ class Crawler:
 
     def on_item(self, fn: OnItem) -> OnItem:
         """Register the decorated async function to be called with each item (a dict)
-        once it is committed to the store."""
+        once it is committed to the store. One that raises stops the crawl gracefully,
+        and :meth:`run` (or :meth:`wait`) raises its exception."""
         self._on_item.append(fn)
         return fn
 
@@ -107,6 +108,8 @@ class Crawler:
         if is_loading():
             return Summary.from_counters({}, state="not run", elapsed=0.0)
         config = self.config()
+        self._items = self._stopper = None
+        self._stopping = False
         with young_gc_threshold(), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             self.summary = runner.run(self._crawl(config, signals=True))
         return self.summary
@@ -116,6 +119,7 @@ class Crawler:
             raise RuntimeError("this Crawler is running already")
         config = self.config()
         self._items = asyncio.Queue()
+        self._stopping = False
         self._task = asyncio.create_task(self._crawl(config, signals=False))
         self._stopper = Stopper(self._task)
         return self
@@ -160,6 +164,7 @@ class Crawler:
         while (item := await self._items.get()) is not _END:
             assert isinstance(item, dict)
             yield item
+        self._items.put_nowait(_END)  # for the next call
 
     async def _crawl(self, config: CrawlConfig, *, signals: bool) -> Summary:
         """The crawl in the running loop, with its items fed to ``on_item`` and
