@@ -91,6 +91,16 @@ def test_links_and_base_given_by_the_extractor_are_kept() -> None:
     assert list(p.follow("b")) == [Follow("http://given.test/b")]
 
 
+def test_hrefs_parsed_by_the_extractor_resolve_against_the_base() -> None:
+    """The extract stage passes the link targets it parsed: the body is not read again
+    (here it holds other links, which must not appear)."""
+    page = Page(
+        url="http://a.test/x/y", body=b'<a href="/not-these">', base="http://a.test/dir/",
+        hrefs=["p1", "/p2", "http://b.test/p3", "http://[bad"],
+    )  # fmt: skip
+    assert page.links == ["http://a.test/dir/p1", "http://a.test/p2", "http://b.test/p3"]
+
+
 def test_follow_resolves_against_the_base_and_skips_nothing_urls() -> None:
     p = page()
     hrefs = p.css("article h3 a::attr(href)").getall()

@@ -17,6 +17,7 @@ imports each handler's module (or loads its script by path, trawl.handlers.refs)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from trawl.extract.links import LinkFilter
@@ -65,17 +66,20 @@ class Handlers:
         body: bytes,
         fetched: Fetched,
         base: str,
+        hrefs: Sequence[str],
         links: LinkFilter | None,
         batch: CommitBatch,
     ) -> tuple[list[NewURL], Handled]:
         """Run ``handler`` on the page at ``url`` (its links are at ``depth``, its
         relative URLs resolve against ``base``): its follows as candidates (each
-        rejection counted in ``batch``), and what else it gave. Without ``links`` (the
-        page says nofollow, in a robots meta tag or header) its follows are dropped and
-        the page counted as ``nofollow_pages``."""
+        rejection counted in ``batch``), and what else it gave; ``hrefs`` are the page's
+        link targets as the extract stage parsed them, the page's links once resolved.
+        Without ``links`` (the page says nofollow, in a robots meta tag or header) its
+        follows are dropped and the page counted as ``nofollow_pages``."""
         page = Page(
             url=url, body=body, status=fetched.status, headers=fetched.headers,
             depth=depth - 1, fetched_at=fetched.fetched_at, label=fetched.label, base=base,
+            hrefs=hrefs,
         )  # fmt: skip
         result = run_handler(handler, page)
         if result.error is not None:

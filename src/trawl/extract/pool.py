@@ -143,8 +143,8 @@ class Extractor:
         if handler is not None:
             assert fetched is not None
             follows, handled = Handlers.run(
-                handler, url, depth, body, fetched, base, None if nofollow else self._links,
-                batch,
+                handler, url, depth, body, fetched, base, page.links,
+                None if nofollow else self._links, batch,
             )  # fmt: skip
             return Extracted(canonical, follows, batch.counters, noindex, len(page.links),
                              text, content_hash, change, handled)  # fmt: skip

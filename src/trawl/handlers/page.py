@@ -44,11 +44,14 @@ class Page:
     ``label`` the label the page was queued with (None: the default handler's pages).
 
     ``base`` and ``links`` may be given by whoever already parsed the page (``links``:
-    absolute URLs in document order); else they are read from the body on first use.
+    absolute URLs in document order; or ``hrefs``, the link targets as the parser read
+    them, resolved against the base on first use); else they are read from the body on
+    first use.
     """
 
     __slots__ = (
         "_base",
+        "_hrefs",
         "_links",
         "_main",
         "_selector",
@@ -73,6 +76,7 @@ class Page:
     label: str | None
     _text: str | None
     _base: str | None
+    _hrefs: Sequence[str] | None
     _links: list[str] | None
     _selector: Selector | None
     _main: dict[str, str | None]
@@ -89,12 +93,14 @@ class Page:
         label: str | None = None,
         base: str | None = None,
         links: Sequence[str] | None = None,
+        hrefs: Sequence[str] | None = None,
     ) -> None:
         values: dict[str, object] = {
             "url": url, "final_url": url, "status": status, "body": body, "depth": depth,
             "headers": {name.lower(): value for name, value in (headers or {}).items()},
             "fetched_at": time.time() if fetched_at is None else fetched_at, "label": label,
-            "_text": None, "_base": base, "_links": None if links is None else list(links),
+            "_text": None, "_base": base, "_hrefs": hrefs,
+            "_links": None if links is None else list(links),
             "_selector": None, "_main": {},
         }  # fmt: skip
         for name, value in values.items():
@@ -126,7 +132,9 @@ class Page:
     @property
     def links(self) -> list[str]:
         """The absolute URLs of the page's links, in document order."""
-        if self._links is None:
+        if self._links is None and self._hrefs is not None:
+            self._resolve(self._hrefs)
+        elif self._links is None:
             self._parse()
         assert self._links is not None
         return self._links
@@ -138,8 +146,12 @@ class Page:
             found = resolve(parsed.base_href, self.url) if parsed.base_href else None
             object.__setattr__(self, "_base", found or self.url)
         if self._links is None:
-            resolved = (resolve(href, self.base) for href in parsed.links)
-            object.__setattr__(self, "_links", [url for url in resolved if url])
+            self._resolve(parsed.links)
+
+    def _resolve(self, hrefs: Iterable[str]) -> None:
+        """Keep ``hrefs`` resolved against the base as the page's links."""
+        resolved = (resolve(href, self.base) for href in hrefs)
+        object.__setattr__(self, "_links", [url for url in resolved if url])
 
     def _root(self) -> Selector:
         if self._selector is None:
