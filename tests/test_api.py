@@ -225,7 +225,7 @@ async def test_operator_rules_reach_a_running_crawl_within_a_second(
     await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
     rules = [
         ("put", "/hosts/h2.trawl.test", {"blocked": True}),
-        ("put", "/hosts/www.trawl.test", {"delay": 0.4}),
+        ("put", "/hosts/www.trawl.test", {"delay": 0.2}),
         ("post", "/blocks", {"pattern": "/features/"}),
     ]
     for method, path, rule in rules:
@@ -236,7 +236,7 @@ async def test_operator_rules_reach_a_running_crawl_within_a_second(
     assert policy == {
         "hosts": {
             "h2.trawl.test": {"delay": None, "blocked": True},
-            "www.trawl.test": {"delay": 0.4, "blocked": False},
+            "www.trawl.test": {"delay": 0.2, "blocked": False},
         },
         "patterns": ["/features/"],
     }
@@ -246,8 +246,8 @@ async def test_operator_rules_reach_a_running_crawl_within_a_second(
     assert not [r for r in later if r.path.startswith("/features/")]
     www = sorted((r for r in later if r.host == "www.trawl.test"), key=lambda r: r.start)
     assert len(www) >= 3
-    # The host rests 0.4 s after each answer before it is asked again.
-    assert min(b.start - a.end for a, b in itertools.pairwise(www)) >= 0.4 - 0.02
+    # The host rests 0.2 s after each answer before it is asked again.
+    assert min(b.start - a.end for a, b in itertools.pairwise(www)) >= 0.2 - 0.02
     failed = (await client.get(f"/crawls/{crawl_id}/urls", params={"state": "failed"})).json()
     assert {row["error"] for row in failed["urls"]} == {"operator_blocked"}
 
