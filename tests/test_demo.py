@@ -11,7 +11,8 @@ from pathlib import Path
 def test_the_demo_counts_its_site_exactly(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "trawl", "demo", "--hosts", "4", "--pages", "20",
-         "--delay", "0", "--response-factor", "0", "--no-progress",
+         "--delay", "0", "--response-factor", "0", "--retry-base", "0.05", "--retry-cap", "1",
+         "--no-progress",
          "--data-dir", str(tmp_path / "demo")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
