@@ -81,6 +81,15 @@ def test_every_worker_runs_the_crawls_handlers(crawl_name: str, tmp_path: Path) 
             assert "--handler must name the labels the crawl's handlers have: (no label), book" in (
                 assert_one_error_line(wrong)
             )
+            # A machine where the stored handlers' module is missing is told so, at once.
+            aside = tmp_path / "books.py.aside"
+            (tmp_path / "books.py").rename(aside)
+            missing = trawl(
+                "worker", "--store", PG_URL, "--crawl", crawl_name, "--data-dir",
+                str(tmp_path / "missing"),
+            )  # fmt: skip
+            aside.rename(tmp_path / "books.py")
+            assert f"handler '{module}:listing'" in assert_one_error_line(missing)
             stored_handlers = start("w1", "worker")
             own_handlers = start("w2", "worker", *handlers)
             wait_for(8)

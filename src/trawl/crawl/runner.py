@@ -239,13 +239,22 @@ async def _start_over(config: CrawlConfig) -> None:
 
 
 async def _joined(config: CrawlConfig) -> CrawlConfig:
-    """A worker's ``config`` under the policy and handlers stored with the crawl it joins."""
+    """A worker's ``config`` under the policy and handlers stored with the crawl it joins;
+    stored handlers that cannot be loaded here are a :class:`UsageError`."""
     async with config.location.open(readonly=True) as store:
         stored = await store.get_meta(POLICY_KEY)
         handlers = await store.get_meta(HANDLERS_KEY)
     if stored is None:
         raise UsageError("that crawl has no stored policy: start it with trawl crawl --store")
-    return joined_handlers(with_policy(config, stored), handlers)
+    joined = joined_handlers(with_policy(config, stored), handlers)
+    if joined.handlers and not config.handlers:
+        # The stored handlers must load here too: one that cannot is a usage error of
+        # this worker's machine, said before it takes any host.
+        from trawl.handlers.refs import load
+
+        for _, ref in joined.handlers:
+            load(ref)
+    return joined
 
 
 class Stopper:
