@@ -1,6 +1,6 @@
 """Main-text extractors compared on hand-checked pages: word-level F1 and time per page.
 
-    python -m bench.text_quality [--repeat 20] [--pages DIR]
+    python -m bench.text_quality [--repeat 20] [--pages DIR] [--benchmark DIR]
 
 Each page ``NAME.html`` in ``tests/data/text`` comes with ``NAME.txt``, its main text as a
 reader would copy it by hand: headline, standfirst, body, in-article headings, lists,
@@ -24,6 +24,11 @@ bits over ``--trials`` seeded random pairs, and the share of pairs more than 3 b
 apart): a first line "Updated <day> March 2024 at <hh>:<mm>" with two different times,
 the same with numbers spelt as letters (what the hash would do without masking numbers),
 and a different ten-word advert line in the middle of the text.
+
+A third table scores every candidate, and trawl's own text stage on the raw bytes, on the
+public article-extraction benchmark in ``--benchmark`` (by default the
+``extraction-benchmark`` directory beside the project, when it exists): mean F1,
+precision and recall over its pages and CPU milliseconds per page (``bench.text_benchmark``).
 """
 
 from __future__ import annotations
@@ -195,11 +200,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per page")
     parser.add_argument("--pages", type=Path, default=PAGES_DIR, help="directory of pages")
     parser.add_argument("--trials", type=int, default=200, help="edited pairs per page")
+    parser.add_argument(
+        "--benchmark",
+        type=Path,
+        default=None,
+        help="article-extraction benchmark (default: extraction-benchmark beside the project)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.trials < 1:
         parser.error("--repeat and --trials must be at least 1")
     if not args.pages.is_dir():
         parser.error(f"no such directory: {args.pages}")
+    if args.benchmark is not None and not args.benchmark.is_dir():
+        parser.error(f"no such directory: {args.benchmark}")
     try:
         pages = load_pages(args.pages)
     except OSError as exc:
@@ -236,7 +249,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"median of {args.repeat} runs per page, mean over {len(pages)} pages.\n"
     )
     _simhash_table(pages, args.trials)
+    _benchmark_table(args.benchmark, args.repeat)
     return 0
+
+
+def _benchmark_table(directory: Path | None, repeat: int) -> None:
+    from bench import text_benchmark  # imported here: it imports this module's candidates
+
+    if directory is None:
+        directory = text_benchmark.BENCHMARK_DIR
+        if not directory.is_dir():
+            print(f"\nNo article-extraction benchmark at {directory}: its table is left out.")
+            return
+    benchmark = text_benchmark.load_benchmark(directory)
+    print()
+    results = text_benchmark.evaluate(benchmark, repeat)
+    text_benchmark.print_table(results, len(benchmark), repeat)
 
 
 if __name__ == "__main__":
