@@ -66,16 +66,6 @@ def merged_values(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def check_handlers(config: CrawlConfig) -> None:
-    """Load every ``--handler`` here first: one that cannot be loaded is a usage error
-    before the crawl starts, not an extract worker's failure once it has."""
-    if config.handlers:
-        from trawl.handlers.refs import load
-
-        for _, ref in config.handlers:
-            load(ref)
-
-
 def _stats_interval(values: dict[str, Any]) -> float:
     """The ``--stats-interval`` value, checked."""
     seconds = float(values["stats_interval"])
@@ -102,7 +92,10 @@ def _console(wanted: bool | None) -> Console | None:
 def crawl_and_report(config: CrawlConfig, values: dict[str, Any]) -> Summary:
     """Run the crawl, print its summary, and say on stderr which seeds were not fetched
     and why (the caller's :func:`exit_for` gives the exit code)."""
-    check_handlers(config)
+    if config.handlers:
+        from trawl.handlers.refs import load_all
+
+        load_all(config.handlers)
     configure_logging(values["log_format"], values["log_level"])
     summary = run_crawl(
         config, _console(values["progress"]), stats_interval=_stats_interval(values)

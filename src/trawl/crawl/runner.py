@@ -250,10 +250,9 @@ async def _joined(config: CrawlConfig) -> CrawlConfig:
     if joined.handlers and not config.handlers:
         # The stored handlers must load here too: one that cannot is a usage error of
         # this worker's machine, said before it takes any host.
-        from trawl.handlers.refs import load
+        from trawl.handlers.refs import load_all
 
-        for _, ref in joined.handlers:
-            load(ref)
+        load_all(joined.handlers)
     return joined
 
 

@@ -21,8 +21,8 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import ModuleType
 
@@ -102,6 +102,14 @@ def load(ref: HandlerRef) -> Handler:
     return handler
 
 
+def load_all(handlers: Iterable[tuple[str | None, HandlerRef]]) -> None:
+    """Load every handler of ``handlers`` (label, ref) here, so that one that cannot be
+    loaded is a :class:`UsageError` before a crawl starts, not an extract worker's
+    failure once it has."""
+    for _, ref in handlers:
+        load(ref)
+
+
 def _module(name: str, ref: HandlerRef) -> ModuleType:
     try:
         with loading():
@@ -132,10 +140,9 @@ def _script(path: str, ref: HandlerRef) -> ModuleType:
     previous = sys.modules.get(SCRIPT_MODULE)
     sys.modules[SCRIPT_MODULE] = module
     try:
-        with loading():
+        # A top level that exits early keeps what it defined before it exited.
+        with loading(), suppress(SystemExit):
             spec.loader.exec_module(module)
-    except SystemExit:
-        pass  # the script's top level ended early: what it defined before stays
     except Exception as exc:
         if previous is None:
             del sys.modules[SCRIPT_MODULE]
