@@ -143,7 +143,7 @@ def test_main_text_as_markdown_keeps_headings_lists_tables_and_links() -> None:
     assert "|---|---|" in table
     teasers = Page(url=listing.url, body=listing.body).main_text("markdown")
     assert teasers is not None
-    assert "- [Roman pottery kilns found under a supermarket car park](" in teasers
+    assert "## [Roman pottery kilns found under a supermarket car park](" in teasers
     assert f"]({listing.url}science/2024/mar/11/roman-kiln-discovery)" in teasers
     with pytest.raises(ValueError, match="format must be one of text, markdown"):
         page().main_text("html")  # type: ignore[arg-type]

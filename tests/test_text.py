@@ -140,8 +140,8 @@ def test_markdown_keeps_headings_lists_tables_and_links_with_the_plain_fingerpri
     assert found is not None
     assert plain is not None
     lines = found.text.splitlines()
-    assert lines[:2] == ["# Science", ""]
-    teaser = "- [Roman pottery kilns found under a supermarket car park]"
+    assert lines[1] == ""
+    teaser = "## [Roman pottery kilns found under a supermarket car park]"
     assert any(line.startswith(teaser) for line in lines)
     assert f"]({listing.url}science/2024/mar/11/roman-kiln-discovery)" in found.text
     assert "\n\n\n" not in found.text

@@ -1,13 +1,14 @@
 """The clean text of an HTML page, and the two fingerprints that find its duplicates.
 
 :func:`extract_text` decodes a page as a browser would (byte-order mark, then the HTTP
-charset, then ``<meta>``, then UTF-8), keeps its main text with trafilatura, which leaves
-out navigation, cookie notices, sidebars, comments, scripts and the like (why trafilatura:
-docs/PERFORMANCE.md, "The clean-text extractor"), and normalises its whitespace: one
-paragraph a line, runs of spaces and tabs as one space, no empty lines, Unicode in NFC
-form. With the ``markdown`` text format the main text is Markdown instead (trafilatura's
-own output: headings, lists, tables, emphasis and links, made absolute against the page's
-URL), its lines right-stripped and blank lines kept one at a time between blocks.
+charset, then ``<meta>``, then UTF-8), keeps its main text (trawl.content.article: the
+article container, resiliparse's main-content pass in C, a filter of link-heavy blocks and
+the lead-in), which leaves out navigation, cookie notices, sidebars, comments, scripts and
+the like, and normalises its whitespace: one paragraph a line, runs of spaces and tabs as
+one space, no empty lines, Unicode in NFC form. With the ``markdown`` text format the
+main text is Markdown instead (headings, lists, tables, code blocks and links, made
+absolute against the page's URL), its lines right-stripped and blank lines kept one at a
+time between blocks.
 
 Two fingerprints are taken of the normalised plain text, whichever the format, so that
 duplicate decisions and change detection do not depend on it:
@@ -41,11 +42,12 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+
+from resiliparse.parse.html import HTMLTree
 
 from trawl.config import TextFormat
+from trawl.content.article import Block, article_blocks, parse, to_markdown, to_text
 from trawl.content.simhash import NEAR_DUPLICATE_BITS, hamming
 from trawl.content.simhash import simhash as simhash_of
 from trawl.extract.parser import decode_body
@@ -133,55 +135,33 @@ def simhash(text: str) -> int:
     return simhash_of(_features(text))
 
 
-class _Element(Protocol):
-    """The part of an lxml element read here (lxml ships no type information)."""
-
-    def get(self, key: str, default: str | None = None) -> str | None: ...
-    def findtext(self, path: str) -> str | None: ...
-    def iterfind(self, path: str) -> Iterator[_Element]: ...
+def _title(tree: HTMLTree) -> str | None:
+    return " ".join((tree.title or "").split()) or None
 
 
-def _title(tree: _Element) -> str | None:
-    title = " ".join((tree.findtext(".//title") or "").split())
-    return title or None
-
-
-def _language(tree: _Element) -> str | None:
-    declared = tree.get("lang") or ""
-    if not declared:
-        for meta in tree.iterfind(".//meta[@http-equiv]"):
-            if (meta.get("http-equiv") or "").lower() == "content-language":
-                declared = meta.get("content") or ""
+def _language(tree: HTMLTree) -> str | None:
+    root = None if tree.document is None else tree.document.query_selector("html")
+    declared = (root.getattr("lang") if root is not None else None) or ""
+    if not declared and tree.head is not None:
+        for meta in tree.head.query_selector_all("meta[http-equiv]"):
+            if (meta.getattr("http-equiv") or "").lower() == "content-language":
+                declared = meta.getattr("content") or ""
                 break
     primary = _SUBTAG_END.split(declared.strip(), maxsplit=1)[0].lower()
     return primary if _LANGUAGE.fullmatch(primary) else None
 
 
+def _written(blocks: list[Block], url: str, text_format: TextFormat) -> str:
+    """``blocks`` in ``text_format``, normalised; may be empty."""
+    if text_format == "text":
+        return normalise(to_text(blocks))
+    return _normalise_markdown(to_markdown(blocks, url))
+
+
 def main_text(html: str, url: str, text_format: TextFormat = "text") -> str | None:
     """The normalised main text of the decoded HTML page ``html`` fetched from ``url``,
     in ``text_format``; None when it has none. Never raises, whatever the text."""
-    # Imported on first use: trafilatura adds 0.13 s and 25 MB to a process, which the
-    # crawl process and crawls without --text or --events need not pay.
-    import trafilatura
-
-    tree = trafilatura.load_html(html)
-    if tree is None:
-        return None
-    return _main_text(tree, url, text_format) or None
-
-
-def _main_text(tree: _Element, url: str, text_format: TextFormat) -> str:
-    """The main text of the loaded page ``tree`` (left as it is), normalised; may be empty."""
-    import trafilatura
-
-    if text_format == "text":
-        found = trafilatura.extract(tree, url=url, include_comments=False, favor_recall=True)
-        return normalise(found or "")
-    found = trafilatura.extract(
-        tree, url=url, include_comments=False, favor_recall=True, output_format="markdown",
-        include_links=True, include_tables=True, include_formatting=True,
-    )  # fmt: skip
-    return _normalise_markdown(found or "")
+    return _written(article_blocks(parse(html)), url, text_format) or None
 
 
 def extract_text(
@@ -193,16 +173,13 @@ def extract_text(
     is in ``text_format``, its fingerprints of the plain text. Never raises, whatever the
     bytes.
     """
-    import trafilatura
-
-    tree = trafilatura.load_html(decode_html(body, charset))
-    if tree is None:
-        return None
-    title, language = _title(tree), _language(tree)
-    text = _main_text(tree, url, "text")
+    tree = parse(decode_html(body, charset))
+    blocks = article_blocks(tree)
+    text = _written(blocks, url, "text")
     if not text:
         return None
-    written = text if text_format == "text" else _main_text(tree, url, text_format) or text
+    written = text if text_format == "text" else _written(blocks, url, text_format) or text
+    title, language = _title(tree), _language(tree)
     return PageText(
         title=title,
         language=language,

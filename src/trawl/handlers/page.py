@@ -173,10 +173,9 @@ class Page:
         return self._root().xpath(query, **variables)
 
     def main_text(self, format: TextFormat = "text") -> str | None:
-        """The page's main text as trafilatura finds it, without navigation, sidebars
-        and the like: plain text as the ``--text`` output holds it, or Markdown
-        (headings, lists, tables, emphasis and absolute links kept). None when the page
-        has none."""
+        """The page's main text without navigation, sidebars and the like: plain text
+        as the ``--text`` output holds it, or Markdown (headings, lists, tables, code
+        blocks and absolute links kept). None when the page has none."""
         if format not in TEXT_FORMATS:
             raise ValueError(f"format must be one of {', '.join(TEXT_FORMATS)}, not {format!r}")
         if format not in self._main:
