@@ -3,7 +3,14 @@ each rule: the container, the main-content pass, the block filter, and Markdown.
 
 from __future__ import annotations
 
-from trawl.content.article import MIN_CONTAINER_CHARS, article_blocks, parse, to_markdown, to_text
+from trawl.content.article import (
+    MAX_MARKUP,
+    MIN_CONTAINER_CHARS,
+    article_blocks,
+    parse,
+    to_markdown,
+    to_text,
+)
 
 STORY = (
     "The harbour wall will be rebuilt in spring, the council said on Tuesday, after two "
@@ -135,3 +142,10 @@ def test_a_page_without_a_body_or_text_has_no_blocks() -> None:
     assert article_blocks(parse("")) == []
     assert article_blocks(parse("<html><head><title>x</title></head></html>")) == []
     assert article_blocks(parse("\ud800<p>lone surrogate</p>")) != []
+
+
+def test_only_the_first_part_of_a_huge_page_is_read() -> None:
+    filler = "<!--" + "x" * MAX_MARKUP + "-->"
+    body = f"<div><p>{STORY}</p><p>{SECOND}</p>{filler}<p>After the cap.</p></div>"
+    assert text_of(body.replace(filler, "")).splitlines() == [STORY, SECOND, "After the cap."]
+    assert text_of(body).splitlines() == [STORY, SECOND]

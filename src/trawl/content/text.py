@@ -47,7 +47,14 @@ from dataclasses import dataclass
 from resiliparse.parse.html import HTMLTree
 
 from trawl.config import TextFormat
-from trawl.content.article import Block, article_blocks, parse, to_markdown, to_text
+from trawl.content.article import (
+    MAX_MARKUP,
+    Block,
+    article_blocks,
+    parse,
+    to_markdown,
+    to_text,
+)
 from trawl.content.simhash import NEAR_DUPLICATE_BITS, hamming
 from trawl.content.simhash import simhash as simhash_of
 from trawl.extract.parser import decode_body
@@ -171,9 +178,9 @@ def extract_text(
 
     ``charset`` is the Content-Type charset parameter, if the response had one. The text
     is in ``text_format``, its fingerprints of the plain text. Never raises, whatever the
-    bytes.
+    bytes. Only the first :data:`~trawl.content.article.MAX_MARKUP` bytes are read.
     """
-    tree = parse(decode_html(body, charset))
+    tree = parse(decode_html(body[:MAX_MARKUP], charset))
     blocks = article_blocks(tree)
     text = _written(blocks, url, "text")
     if not text:
