@@ -161,7 +161,11 @@ def _language(tree: HTMLTree) -> str | None:
 def _written(blocks: list[Block], url: str, text_format: TextFormat) -> str:
     """``blocks`` in ``text_format``, normalised; may be empty."""
     if text_format == "text":
-        return normalise(to_text(blocks))
+        text = to_text(blocks)
+        if any(block.kind == "pre" for block in blocks):
+            return normalise(text)
+        # The other blocks' text is one line each, non-empty, its whitespace collapsed.
+        return unicodedata.normalize("NFC", text)
     return _normalise_markdown(to_markdown(blocks, url))
 
 
