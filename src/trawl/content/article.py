@@ -178,7 +178,11 @@ def _blocks(minimal: str) -> list[Block]:
             blocks.append(Block("pre", markup, html_entities.unescape(_TAG.sub("", markup))))
             at = end + 1
             continue
-        blocks.append(Block(kind, line, " ".join(text.split())))
+        text = text.strip()
+        if not (text.isascii() and text.isprintable() and "  " not in text):
+            # Printable ASCII has no whitespace but the space: nothing else to collapse.
+            text = " ".join(text.split())
+        blocks.append(Block(kind, line, text))
     return blocks
 
 
