@@ -16,8 +16,9 @@ run; the table gives the mean of those medians over the pages. Figures are repor
 never judged.
 
 The candidates are trafilatura (default settings, ``fast``, ``favor_recall``, and both),
-resiliparse (``main_content``) and, as the floor every extractor must beat, all the
-visible text of the page.
+resiliparse (``main_content``), trawl's extractor (trawl.content.article) whole and without
+its article container or its block filter, and, as the floor every extractor must beat,
+all the visible text of the page.
 
 A second table shows how far small edits of each expected text move its SimHash (mean
 bits over ``--trials`` seeded random pairs, and the share of pairs more than 3 bits
@@ -49,6 +50,7 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 from selectolax.lexbor import LexborHTMLParser
 
+from trawl.content import article
 from trawl.content.text import NEAR_DUPLICATE_BITS, decode_html, extract_text, hamming, simhash
 
 __all__ = ["EXTRACTORS", "Page", "all_text", "load_pages", "main", "word_f1"]
@@ -128,12 +130,33 @@ def _resiliparse(html: str, url: str) -> str:
     )
 
 
+def _trawl_blocks(html: str, url: str) -> str:
+    return article.to_text(article.article_blocks(article.parse(html)))
+
+
+def _trawl_without_container(html: str, url: str) -> str:
+    """trawl's extractor on the whole page, as if no page marked its article."""
+    tree = article.parse(html)
+    return article.to_text(article._kept(article._blocks(article._minimal(tree, None, True)))[0])
+
+
+def _trawl_without_block_filter(html: str, url: str) -> str:
+    """trawl's container and main-content pass, every block kept."""
+    tree = article.parse(html)
+    container = article._container(tree)
+    minimal = article._minimal(tree if container is None else container, None, True)
+    return article.to_text(article._blocks(minimal))
+
+
 EXTRACTORS: dict[str, Extractor] = {
     "trafilatura": _trafilatura(),
     "trafilatura fast": _trafilatura(fast=True),
     "trafilatura recall": _trafilatura(favor_recall=True),
     "trafilatura recall fast": _trafilatura(favor_recall=True, fast=True),
     "resiliparse": _resiliparse,
+    "trawl": _trawl_blocks,
+    "trawl, no container": _trawl_without_container,
+    "trawl, no block filter": _trawl_without_block_filter,
     "all text": all_text,
 }
 
