@@ -35,6 +35,7 @@ from trawl.content.text import decode_html, extract_text
 __all__ = [
     "BENCHMARK_DIR",
     "TRAWL",
+    "TRAWL_MARKDOWN",
     "BenchmarkPage",
     "Score",
     "Summary",
@@ -48,6 +49,8 @@ __all__ = [
 BENCHMARK_DIR = Path(__file__).resolve().parents[2] / "shared" / "extraction-benchmark"
 TRAWL = "trawl extract_text"
 """The row of trawl's own text stage, run on the raw bytes."""
+TRAWL_MARKDOWN = "trawl extract_text, Markdown"
+"""The same with ``--text-format markdown``: the words of its Markdown are scored."""
 
 _WORD = re.compile(r"\w+")
 
@@ -143,10 +146,16 @@ def _trawl(page: BenchmarkPage) -> str:
     return "" if found is None else found.text
 
 
+def _trawl_markdown(page: BenchmarkPage) -> str:
+    found = extract_text(page.body, page.url, None, "markdown")
+    return "" if found is None else found.text
+
+
 def evaluate(pages: Sequence[BenchmarkPage], repeat: int = 1) -> dict[str, Summary]:
     """Every candidate of ``bench.text_quality``, then trawl's text stage, on ``pages``."""
     results = {name: _summarise(_decoded(run), pages, repeat) for name, run in EXTRACTORS.items()}
     results[TRAWL] = _summarise(_trawl, pages, repeat)
+    results[TRAWL_MARKDOWN] = _summarise(_trawl_markdown, pages, repeat)
     return results
 
 
