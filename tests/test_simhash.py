@@ -65,26 +65,37 @@ def test_the_compiled_build_uses_the_c_functions() -> None:
     assert simhash_module.shingle_simhash is not None
 
 
+def random_feature(rng: random.Random, length: int) -> str:
+    """A string of ``length`` bytes of UTF-8, ASCII and other characters mixed."""
+    chars: list[str] = []
+    size = 0
+    while size < length:
+        char = chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0x110000)]))
+        width = len(char.encode("utf-8", "surrogatepass"))
+        if size + width > length:
+            char, width = chr(rng.randrange(32, 127)), 1
+        chars.append(char)
+        size += width
+    return "".join(chars)
+
+
 def test_blake2b_gives_hashlibs_digests_at_every_length() -> None:
-    """A single feature's SimHash is its digest, so each length of UTF-8 from 0 to 300
-    bytes (one block, exactly one, one and a byte, two) is checked against hashlib."""
+    """Features are hashed four at a time where the processor can: in four features of
+    which three are one string, every bit of the SimHash is that string's, so its digest
+    is checked in each position of a group of four (and alone), at each length of UTF-8
+    from 0 to 300 bytes: one block, exactly one, one and a byte, two."""
     rng = random.Random(7)
     simhash = c_simhash()
     for length in [*range(301), 127, 128, 129, 255, 256, 257]:
-        chars: list[str] = []
-        size = 0
-        while size < length:
-            char = chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0x110000)]))
-            width = len(char.encode("utf-8", "surrogatepass"))
-            if size + width > length:
-                char, width = chr(rng.randrange(32, 127)), 1
-            chars.append(char)
-            size += width
-        feature = "".join(chars)
+        feature = random_feature(rng, length)
         data = feature.encode("utf-8", "surrogatepass")
         assert len(data) == length
-        digest = hashlib.blake2b(data, digest_size=8).digest()
-        assert simhash([feature]) == signed(digest), length
+        digest = signed(hashlib.blake2b(data, digest_size=8).digest())
+        assert simhash([feature]) == digest, length
+        for odd in range(4):
+            features = [feature] * 4
+            features[odd] = random_feature(rng, rng.randrange(140))
+            assert simhash(features) == digest == reference_simhash(features), (length, odd)
 
 
 @settings(max_examples=300, deadline=None)

@@ -6,8 +6,10 @@
  * and cutting a page into words with ``re.findall`` alone takes longer than all of this
  * module: here a text is read once, its words written as UTF-8 into one buffer with one
  * space between them, so that each shingle is a slice of that buffer, hashed with
- * BLAKE2b-64 (RFC 7693: unkeyed, digest length 8) written out below, and counted in the
- * bit votes without a Python object per word or per feature.
+ * BLAKE2b-64 (RFC 7693: unkeyed, digest length 8) written out below, four shingles at a
+ * time where the processor has AVX2, and counted in the bit votes without a Python
+ * object per word or per feature. A shingle equal to an earlier one is left out, its
+ * bytes compared, as the reference's set of strings leaves it out.
  *
  * Strings are encoded as Python's ``encode("utf-8", "surrogatepass")`` does: a lone
  * surrogate is the three bytes of its code point.
@@ -17,6 +19,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define FOUR_LANES 1
+#include <immintrin.h>
+#endif
+
 /* ---- BLAKE2b with an 8-byte digest ------------------------------------------------- */
 
 static const uint64_t IV[8] = {
@@ -25,7 +32,7 @@ static const uint64_t IV[8] = {
     0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
 };
 
-static const uint8_t SIGMA[12][16] = {
+static const uint8_t SIGMA[10][16] = {
     {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
     {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
     {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
@@ -36,11 +43,10 @@ static const uint8_t SIGMA[12][16] = {
     {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
     {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
     {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
 };
 
 #define BLOCK 128
+#define PARAMETERS 0x01010008u /* fanout 1, depth 1, no key, digest length 8 */
 
 static inline uint64_t
 rotr64(uint64_t x, unsigned n)
@@ -56,28 +62,32 @@ load64(const uint8_t *p)
            | (uint64_t)p[7] << 56;
 }
 
-#define G(a, b, c, d, x, y)          \
-    do {                             \
-        a = a + b + (x);             \
-        d = rotr64(d ^ a, 32);       \
-        c = c + d;                   \
-        b = rotr64(b ^ c, 24);       \
-        a = a + b + (y);             \
-        d = rotr64(d ^ a, 16);       \
-        c = c + d;                   \
-        b = rotr64(b ^ c, 63);       \
+/* The mixing function G of RFC 7693, section 3.1, on the words a, b, c and d of the work
+ * vector v with the message words x and y of m. */
+#define G(a, b, c, d, x, y)                      \
+    do {                                         \
+        v[a] = v[a] + v[b] + m[x];               \
+        v[d] = rotr64(v[d] ^ v[a], 32);          \
+        v[c] = v[c] + v[d];                      \
+        v[b] = rotr64(v[b] ^ v[c], 24);          \
+        v[a] = v[a] + v[b] + m[y];               \
+        v[d] = rotr64(v[d] ^ v[a], 16);          \
+        v[c] = v[c] + v[d];                      \
+        v[b] = rotr64(v[b] ^ v[c], 63);          \
     } while (0)
 
-#define ROUND(r)                                                      \
-    do {                                                              \
-        G(v0, v4, v8, v12, m[SIGMA[r][0]], m[SIGMA[r][1]]);          \
-        G(v1, v5, v9, v13, m[SIGMA[r][2]], m[SIGMA[r][3]]);          \
-        G(v2, v6, v10, v14, m[SIGMA[r][4]], m[SIGMA[r][5]]);         \
-        G(v3, v7, v11, v15, m[SIGMA[r][6]], m[SIGMA[r][7]]);         \
-        G(v0, v5, v10, v15, m[SIGMA[r][8]], m[SIGMA[r][9]]);         \
-        G(v1, v6, v11, v12, m[SIGMA[r][10]], m[SIGMA[r][11]]);       \
-        G(v2, v7, v8, v13, m[SIGMA[r][12]], m[SIGMA[r][13]]);        \
-        G(v3, v4, v9, v14, m[SIGMA[r][14]], m[SIGMA[r][15]]);        \
+/* Round r of the compression function, with the mixing function ``mix``. */
+#define ROUND(mix, r)                                                       \
+    do {                                                                    \
+        const uint8_t *s = SIGMA[(r) % 10];                                 \
+        mix(0, 4, 8, 12, s[0], s[1]);                                       \
+        mix(1, 5, 9, 13, s[2], s[3]);                                       \
+        mix(2, 6, 10, 14, s[4], s[5]);                                      \
+        mix(3, 7, 11, 15, s[6], s[7]);                                      \
+        mix(0, 5, 10, 15, s[8], s[9]);                                      \
+        mix(1, 6, 11, 12, s[10], s[11]);                                    \
+        mix(2, 7, 8, 13, s[12], s[13]);                                     \
+        mix(3, 4, 9, 14, s[14], s[15]);                                     \
     } while (0)
 
 /* The compression function F of RFC 7693, section 3.2: the state h after the block
@@ -86,34 +96,19 @@ load64(const uint8_t *p)
 static void
 compress(uint64_t h[8], const uint8_t block[BLOCK], uint64_t counter, int last)
 {
-    uint64_t m[16];
+    uint64_t m[16], v[16];
     for (int i = 0; i < 16; i++) {
         m[i] = load64(block + 8 * i);
+        v[i] = i < 8 ? h[i] : IV[i - 8];
     }
-    uint64_t v0 = h[0], v1 = h[1], v2 = h[2], v3 = h[3];
-    uint64_t v4 = h[4], v5 = h[5], v6 = h[6], v7 = h[7];
-    uint64_t v8 = IV[0], v9 = IV[1], v10 = IV[2], v11 = IV[3];
-    uint64_t v12 = IV[4] ^ counter, v13 = IV[5], v14 = last ? ~IV[6] : IV[6], v15 = IV[7];
-    ROUND(0);
-    ROUND(1);
-    ROUND(2);
-    ROUND(3);
-    ROUND(4);
-    ROUND(5);
-    ROUND(6);
-    ROUND(7);
-    ROUND(8);
-    ROUND(9);
-    ROUND(10);
-    ROUND(11);
-    h[0] ^= v0 ^ v8;
-    h[1] ^= v1 ^ v9;
-    h[2] ^= v2 ^ v10;
-    h[3] ^= v3 ^ v11;
-    h[4] ^= v4 ^ v12;
-    h[5] ^= v5 ^ v13;
-    h[6] ^= v6 ^ v14;
-    h[7] ^= v7 ^ v15;
+    v[12] ^= counter;
+    v[14] = last ? ~v[14] : v[14];
+    /* Unrolled: the message words each round reads are then known when compiling. */
+    ROUND(G, 0); ROUND(G, 1); ROUND(G, 2); ROUND(G, 3); ROUND(G, 4); ROUND(G, 5);
+    ROUND(G, 6); ROUND(G, 7); ROUND(G, 8); ROUND(G, 9); ROUND(G, 10); ROUND(G, 11);
+    for (int i = 0; i < 8; i++) {
+        h[i] ^= v[i] ^ v[i + 8];
+    }
 }
 
 /* BLAKE2b of the ``size`` bytes at ``data``, unkeyed, with an 8-byte digest, as the
@@ -124,7 +119,7 @@ blake2b64(const uint8_t *data, size_t size)
 {
     uint64_t h[8];
     memcpy(h, IV, sizeof(h));
-    h[0] ^= 0x01010000u ^ 8u; /* fanout 1, depth 1, no key, digest length 8 */
+    h[0] ^= PARAMETERS;
     size_t done = 0;
     while (size - done > BLOCK) {
         done += BLOCK;
@@ -136,54 +131,144 @@ blake2b64(const uint8_t *data, size_t size)
     return h[0];
 }
 
+/* ---- BLAKE2b of four features at once ------------------------------------------------ */
+
+/* Slack after the last byte a feature can be read from: four lanes read a whole block from
+ * the start of a feature, the bytes past its end masked off. */
+#define SLACK BLOCK
+
+#ifdef FOUR_LANES
+/* Where the processor has AVX2, four features of at most one block are hashed side by
+ * side, one in each 64-bit lane of the 256-bit registers: a page's features are
+ * independent, and one hash at a time leaves most of the processor idle while each step
+ * waits for the one before it. */
+#define X4 __attribute__((target("avx2")))
+
+#define ADD(a, b) _mm256_add_epi64(a, b)
+#define XOR(a, b) _mm256_xor_si256(a, b)
+
+/* Rotations right of each lane: by whole bytes with a shuffle, by 63 as one left. */
+#define ROT32(x) _mm256_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1))
+#define ROT24(x) _mm256_shuffle_epi8(x, by3)
+#define ROT16(x) _mm256_shuffle_epi8(x, by2)
+#define ROT63(x) _mm256_or_si256(_mm256_srli_epi64(x, 63), ADD(x, x))
+
+/* G on four lanes. */
+#define G4(a, b, c, d, x, y)                 \
+    do {                                     \
+        v[a] = ADD(ADD(v[a], v[b]), m[x]);   \
+        v[d] = ROT32(XOR(v[d], v[a]));       \
+        v[c] = ADD(v[c], v[d]);              \
+        v[b] = ROT24(XOR(v[b], v[c]));       \
+        v[a] = ADD(ADD(v[a], v[b]), m[y]);   \
+        v[d] = ROT16(XOR(v[d], v[a]));       \
+        v[c] = ADD(v[c], v[d]);              \
+        v[b] = ROT63(XOR(v[b], v[c]));       \
+    } while (0)
+
+/* 32 bytes from ``at`` with those from byte ``size`` of the feature on zeroed:
+ * ``offset`` is where in the feature ``at`` is (0, 32, 64 or 96). */
+X4 static inline __m256i
+load_masked(const uint8_t *at, int offset, int size)
+{
+    const __m256i index = _mm256_add_epi8(
+        _mm256_set1_epi8((char)offset),
+        _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                         20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31));
+    /* Byte indexes are at most 127 and ``size - 1`` at least -1: both fit a signed byte. */
+    const __m256i past = _mm256_cmpgt_epi8(index, _mm256_set1_epi8((char)(size - 1)));
+    return _mm256_andnot_si256(past, _mm256_loadu_si256((const __m256i *)at));
+}
+
+/* The BLAKE2b-64 digests of four features of at most one block each, at ``data[lane]``
+ * with ``size[lane]`` bytes, each followed by at least SLACK readable bytes. */
+X4 static void
+blake2b64_x4(const uint8_t *const data[4], const size_t size[4], uint64_t digests[4])
+{
+    __m256i m[16];
+    for (int quarter = 0; quarter < 4; quarter++) {
+        /* Row ``lane``: words 4 * quarter .. 4 * quarter + 3 of that lane's block; the
+         * transposition makes m[i] word i of all four. */
+        __m256i rows[4];
+        for (int lane = 0; lane < 4; lane++) {
+            rows[lane] = load_masked(data[lane] + 32 * quarter, 32 * quarter, (int)size[lane]);
+        }
+        const __m256i t0 = _mm256_unpacklo_epi64(rows[0], rows[1]);
+        const __m256i t1 = _mm256_unpackhi_epi64(rows[0], rows[1]);
+        const __m256i t2 = _mm256_unpacklo_epi64(rows[2], rows[3]);
+        const __m256i t3 = _mm256_unpackhi_epi64(rows[2], rows[3]);
+        m[4 * quarter] = _mm256_permute2x128_si256(t0, t2, 0x20);
+        m[4 * quarter + 1] = _mm256_permute2x128_si256(t1, t3, 0x20);
+        m[4 * quarter + 2] = _mm256_permute2x128_si256(t0, t2, 0x31);
+        m[4 * quarter + 3] = _mm256_permute2x128_si256(t1, t3, 0x31);
+    }
+    const __m256i by3 = _mm256_setr_epi8(3, 4, 5, 6, 7, 0, 1, 2, 11, 12, 13, 14, 15, 8, 9, 10,
+                                         3, 4, 5, 6, 7, 0, 1, 2, 11, 12, 13, 14, 15, 8, 9, 10);
+    const __m256i by2 = _mm256_setr_epi8(2, 3, 4, 5, 6, 7, 0, 1, 10, 11, 12, 13, 14, 15, 8, 9,
+                                         2, 3, 4, 5, 6, 7, 0, 1, 10, 11, 12, 13, 14, 15, 8, 9);
+    __m256i v[16];
+    for (int i = 0; i < 8; i++) {
+        v[i] = v[i + 8] = _mm256_set1_epi64x((long long)IV[i]);
+    }
+    const __m256i h0 = v[0] = _mm256_set1_epi64x((long long)(IV[0] ^ PARAMETERS));
+    v[12] = XOR(v[12], _mm256_setr_epi64x((long long)size[0], (long long)size[1],
+                                          (long long)size[2], (long long)size[3]));
+    v[14] = _mm256_set1_epi64x((long long)~IV[6]);
+    for (int r = 0; r < 12; r++) {
+        ROUND(G4, r);
+    }
+    _mm256_storeu_si256((__m256i *)digests, XOR(h0, XOR(v[0], v[8])));
+}
+
+/* Whether this processor runs blake2b64_x4 (set when the module loads). */
+static int four_lanes;
+#endif
+
+/* The digests of ``count`` features, feature f the ``size[f]`` bytes at ``data[f]``, each
+ * followed by at least SLACK readable bytes: four at a time where the processor can and
+ * the next four take a block each, else one. */
+static void
+blake2b64_all(const uint8_t *const *data, const size_t *size, Py_ssize_t count,
+              uint64_t *digests)
+{
+    for (Py_ssize_t f = 0; f < count; f++) {
+#ifdef FOUR_LANES
+        if (four_lanes && count - f >= 4 && size[f] <= BLOCK && size[f + 1] <= BLOCK
+            && size[f + 2] <= BLOCK && size[f + 3] <= BLOCK) {
+            blake2b64_x4(data + f, size + f, digests + f);
+            f += 3;
+            continue;
+        }
+#endif
+        digests[f] = blake2b64(data[f], size[f]);
+    }
+}
+
 /* ---- Votes --------------------------------------------------------------------------- */
 
 #define LANES 0x0101010101010101ULL
 
-/* How many digests have each of the 64 bits set. Counts go first into eight words of
- * eight byte-wide counters (word j, byte k counts bit 8k + j), eight additions a digest,
- * and into ``totals`` before a byte can overflow. */
-typedef struct {
-    uint64_t lanes[8];
-    unsigned pending;
-    Py_ssize_t totals[64];
-    Py_ssize_t digests;
-} Votes;
-
-static void
-votes_flush(Votes *votes)
-{
-    for (int j = 0; j < 8; j++) {
-        for (int k = 0; k < 8; k++) {
-            votes->totals[8 * k + j] += (Py_ssize_t)((votes->lanes[j] >> (8 * k)) & 0xFF);
-        }
-        votes->lanes[j] = 0;
-    }
-    votes->pending = 0;
-}
-
-static inline void
-votes_add(Votes *votes, uint64_t digest)
-{
-    for (int j = 0; j < 8; j++) {
-        votes->lanes[j] += (digest >> j) & LANES;
-    }
-    votes->digests++;
-    if (++votes->pending == 255) {
-        votes_flush(votes);
-    }
-}
-
-/* The signed SimHash: bit n set when more than half of the digests have it set. */
+/* The signed SimHash of ``count`` digests: bit n set when more than half of them have it
+ * set. The bits are counted in eight words of eight byte-wide counters (word j, byte k
+ * counts bit 8k + j), eight additions a digest, emptied into ``totals`` every 255. */
 static PyObject *
-votes_result(Votes *votes)
+majority(const uint64_t *digests, Py_ssize_t count)
 {
-    votes_flush(votes);
+    Py_ssize_t totals[64] = {0};
+    for (Py_ssize_t first = 0; first < count; first += 255) {
+        uint64_t lanes[8] = {0};
+        for (Py_ssize_t f = first; f < count && f < first + 255; f++) {
+            for (int j = 0; j < 8; j++) {
+                lanes[j] += (digests[f] >> j) & LANES;
+            }
+        }
+        for (int bit = 0; bit < 64; bit++) {
+            totals[bit] += (Py_ssize_t)((lanes[bit % 8] >> (8 * (bit / 8))) & 0xFF);
+        }
+    }
     uint64_t value = 0;
     for (int bit = 0; bit < 64; bit++) {
-        if (2 * votes->totals[bit] > votes->digests) {
-            value |= (uint64_t)1 << bit;
-        }
+        value |= (uint64_t)(2 * totals[bit] > count) << bit;
     }
     return PyLong_FromLongLong((long long)(int64_t)value);
 }
@@ -197,21 +282,12 @@ put_utf8(uint8_t *out, Py_UCS4 ch)
 {
     if (ch < 0x80) {
         *out++ = (uint8_t)ch;
+        return out;
     }
-    else if (ch < 0x800) {
-        *out++ = (uint8_t)(0xC0 | (ch >> 6));
-        *out++ = (uint8_t)(0x80 | (ch & 0x3F));
-    }
-    else if (ch < 0x10000) {
-        *out++ = (uint8_t)(0xE0 | (ch >> 12));
-        *out++ = (uint8_t)(0x80 | ((ch >> 6) & 0x3F));
-        *out++ = (uint8_t)(0x80 | (ch & 0x3F));
-    }
-    else {
-        *out++ = (uint8_t)(0xF0 | (ch >> 18));
-        *out++ = (uint8_t)(0x80 | ((ch >> 12) & 0x3F));
-        *out++ = (uint8_t)(0x80 | ((ch >> 6) & 0x3F));
-        *out++ = (uint8_t)(0x80 | (ch & 0x3F));
+    const int tail = ch < 0x800 ? 1 : ch < 0x10000 ? 2 : 3; /* bytes after the first */
+    *out++ = (uint8_t)((0xFFu << (7 - tail)) | (ch >> (6 * tail)));
+    for (int i = tail - 1; i >= 0; i--) {
+        *out++ = (uint8_t)(0x80 | ((ch >> (6 * i)) & 0x3F));
     }
     return out;
 }
@@ -223,68 +299,39 @@ utf8_width(int kind)
     return kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4;
 }
 
-static const uint8_t ASCII_WORD[128] = {
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1, ['_'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
-};
-
 /* Whether ``ch`` is matched by ``\w`` in a Python ``re`` pattern of str (the module
  * _sre: a letter, a digit or a numeric character, or the underscore). */
 static inline int
 is_word(Py_UCS4 ch)
 {
-    return ch < 128 ? ASCII_WORD[ch] : (Py_UNICODE_ISALNUM(ch) ? 1 : 0);
+    if (ch < 128) {
+        return (ch | 0x20) - 'a' < 26 || ch - '0' < 10 || ch == '_';
+    }
+    return Py_UNICODE_ISALNUM(ch) ? 1 : 0;
 }
 
 /* Whether ``ch`` counts for ``str.isdigit``. */
 static inline int
 is_digit(Py_UCS4 ch)
 {
-    return ch < 128 ? (ch >= '0' && ch <= '9') : (Py_UNICODE_ISDIGIT(ch) ? 1 : 0);
+    return ch < 128 ? ch - '0' < 10 : (Py_UNICODE_ISDIGIT(ch) ? 1 : 0);
 }
 
 /* A text's words, as ``re.findall(r"\w+", text)`` finds them, a word made only of digits
- * written ``0``: their UTF-8 bytes one space apart in ``bytes``, word i from
- * ``starts[i]`` to ``ends[i]``. */
+ * written ``0``: their UTF-8 bytes one space apart in ``bytes``, word i ending at
+ * ``ends[i]`` (and starting after the space that follows word i - 1). */
 typedef struct {
     uint8_t *bytes;
-    Py_ssize_t *starts;
     Py_ssize_t *ends;
     Py_ssize_t count;
 } Words;
 
-static void
-words_free(Words *words)
+/* The words of the ``length`` characters of ``kind`` at ``data`` into ``words``, whose
+ * arrays are large enough. Inlined for each kind, so that reading a character is one
+ * load. */
+static inline void
+words_split(Words *words, const int kind, const void *data, const Py_ssize_t length)
 {
-    PyMem_Free(words->bytes);
-    PyMem_Free(words->starts);
-    PyMem_Free(words->ends);
-}
-
-static int
-words_read(Words *words, PyObject *text)
-{
-    const int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    const Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-    const Py_ssize_t most = length / 2 + 1; /* words are at least one apart */
-    words->count = 0;
-    words->bytes = PyMem_Malloc((size_t)(length * utf8_width(kind) + 1));
-    words->starts = PyMem_Malloc((size_t)most * sizeof(Py_ssize_t));
-    words->ends = PyMem_Malloc((size_t)most * sizeof(Py_ssize_t));
-    if (words->bytes == NULL || words->starts == NULL || words->ends == NULL) {
-        words_free(words);
-        PyErr_NoMemory();
-        return -1;
-    }
     uint8_t *const start = words->bytes;
     uint8_t *out = start;
     Py_ssize_t i = 0;
@@ -311,46 +358,89 @@ words_read(Words *words, PyObject *text)
             out = word;
             *out++ = '0';
         }
-        words->starts[words->count] = word - start;
         words->ends[words->count] = out - start;
         words->count++;
     }
-    return 0;
 }
 
-/* An open-addressing set of features by digest, each slot a digest and the feature's
- * number + 1 (0: free), so that a feature seen before, bytes compared, is not counted
- * twice. */
-typedef struct {
-    uint64_t *digests;
-    Py_ssize_t *features;
-    size_t mask;
-} Seen;
-
 static int
-seen_init(Seen *seen, Py_ssize_t entries)
+words_read(Words *words, PyObject *text)
 {
-    size_t slots = 8;
-    while (slots < 2 * (size_t)entries) {
-        slots *= 2;
-    }
-    seen->mask = slots - 1;
-    seen->digests = PyMem_Malloc(slots * sizeof(uint64_t));
-    seen->features = PyMem_Calloc(slots, sizeof(Py_ssize_t));
-    if (seen->digests == NULL || seen->features == NULL) {
-        PyMem_Free(seen->digests);
-        PyMem_Free(seen->features);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    const Py_ssize_t most = length / 2 + 1; /* words are at least one apart */
+    words->count = 0;
+    words->bytes = PyMem_Malloc((size_t)(length * utf8_width(kind) + SLACK));
+    words->ends = PyMem_Malloc((size_t)most * sizeof(Py_ssize_t));
+    if (words->bytes == NULL || words->ends == NULL) {
+        PyMem_Free(words->bytes);
+        PyMem_Free(words->ends);
         PyErr_NoMemory();
         return -1;
     }
+    switch (kind) {
+    case PyUnicode_1BYTE_KIND:
+        words_split(words, PyUnicode_1BYTE_KIND, data, length);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        words_split(words, PyUnicode_2BYTE_KIND, data, length);
+        break;
+    default:
+        words_split(words, PyUnicode_4BYTE_KIND, data, length);
+    }
     return 0;
 }
 
-static void
-seen_free(Seen *seen)
+/* The signed SimHash of ``count`` features, feature f the ``sizes[f]`` bytes at
+ * ``data[f]``, each followed by at least SLACK readable bytes. With ``once``, a feature
+ * equal to an earlier one is left out: the digests go into an open-addressing set, each
+ * slot a digest and the number + 1 of its feature (0: free), and a feature whose digest
+ * is there is compared byte by byte (equal digests of different features count twice,
+ * as in the reference's set of strings). */
+static PyObject *
+simhash_of(const uint8_t *const *data, const size_t *sizes, Py_ssize_t count, int once)
 {
-    PyMem_Free(seen->digests);
-    PyMem_Free(seen->features);
+    size_t slots = 8;
+    while (once && slots < 2 * (size_t)count) {
+        slots *= 2;
+    }
+    const size_t mask = slots - 1;
+    uint64_t *digests = PyMem_Malloc((size_t)(count + 1) * sizeof(uint64_t));
+    uint64_t *seen_digests = PyMem_Malloc(slots * sizeof(uint64_t));
+    Py_ssize_t *seen = PyMem_Calloc(slots, sizeof(Py_ssize_t));
+    PyObject *result = NULL;
+    if (digests == NULL || seen_digests == NULL || seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    blake2b64_all(data, sizes, count, digests);
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t f = 0; f < count; f++) {
+        const uint64_t digest = digests[f];
+        size_t slot = (size_t)digest & mask;
+        int again = 0;
+        while (once && seen[slot]) {
+            const Py_ssize_t other = seen[slot] - 1;
+            if (seen_digests[slot] == digest && sizes[other] == sizes[f]
+                && memcmp(data[other], data[f], sizes[f]) == 0) {
+                again = 1;
+                break;
+            }
+            slot = (slot + 1) & mask;
+        }
+        if (!again) {
+            seen_digests[slot] = digest;
+            seen[slot] = f + 1;
+            digests[kept++] = digest;
+        }
+    }
+    result = majority(digests, kept);
+done:
+    PyMem_Free(digests);
+    PyMem_Free(seen_digests);
+    PyMem_Free(seen);
+    return result;
 }
 
 PyDoc_STRVAR(shingle_simhash_doc,
@@ -385,119 +475,95 @@ shingle_simhash(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (words_read(&words, args[0]) < 0) {
         return NULL;
     }
-    Py_ssize_t features = words.count == 0      ? 0
-                          : words.count <= size ? 1
-                                                : words.count - size + 1;
-    Seen seen;
-    if (seen_init(&seen, features) < 0) {
-        words_free(&words);
-        return NULL;
+    /* One feature when there are ``size`` words or fewer, none without words. */
+    const Py_ssize_t count = words.count <= size ? words.count > 0 : words.count - size + 1;
+    const uint8_t **data = PyMem_Malloc((size_t)(count + 1) * sizeof(uint8_t *));
+    size_t *sizes = PyMem_Malloc((size_t)(count + 1) * sizeof(size_t));
+    PyObject *result = NULL;
+    if (data == NULL || sizes == NULL) {
+        PyErr_NoMemory();
     }
-    Votes votes = {0};
-    for (Py_ssize_t f = 0; f < features; f++) {
-        const Py_ssize_t begin = words.starts[f];
-        const Py_ssize_t end = words.ends[f + size <= words.count ? f + size - 1 : words.count - 1];
-        const uint8_t *bytes = words.bytes + begin;
-        const size_t length = (size_t)(end - begin);
-        const uint64_t digest = blake2b64(bytes, length);
-        size_t slot = (size_t)digest & seen.mask;
-        int again = 0;
-        while (seen.features[slot]) {
-            if (seen.digests[slot] == digest) {
-                const Py_ssize_t other = seen.features[slot] - 1;
-                const Py_ssize_t last =
-                    other + size <= words.count ? other + size - 1 : words.count - 1;
-                const Py_ssize_t other_begin = words.starts[other];
-                if ((size_t)(words.ends[last] - other_begin) == length
-                    && memcmp(words.bytes + other_begin, bytes, length) == 0) {
-                    again = 1;
-                    break;
-                }
-            }
-            slot = (slot + 1) & seen.mask;
+    else {
+        for (Py_ssize_t f = 0; f < count; f++) {
+            const Py_ssize_t last = size <= words.count - f ? f + size - 1 : words.count - 1;
+            const Py_ssize_t first = f == 0 ? 0 : words.ends[f - 1] + 1;
+            data[f] = words.bytes + first;
+            sizes[f] = (size_t)(words.ends[last] - first);
         }
-        if (!again) {
-            seen.digests[slot] = digest;
-            seen.features[slot] = f + 1;
-            votes_add(&votes, digest);
-        }
+        result = simhash_of(data, sizes, count, 1);
     }
-    seen_free(&seen);
-    words_free(&words);
-    return votes_result(&votes);
+    PyMem_Free(data);
+    PyMem_Free(sizes);
+    PyMem_Free(words.bytes);
+    PyMem_Free(words.ends);
+    return result;
 }
 
 /* ---- Features ------------------------------------------------------------------------ */
 
 PyDoc_STRVAR(simhash_doc,
 "simhash(features) -> int\n\n"
-"The signed 64-bit SimHash of the strings ``features`` (each counted once for each\n"
-"time it comes: give distinct ones), each hashed in UTF-8, lone surrogates passed\n"
-"through. 0 when there are none.");
+"The signed 64-bit SimHash of the strings ``features`` (each counted as often as it\n"
+"comes: give distinct ones), each hashed in UTF-8, lone surrogates passed through.\n"
+"0 when there are none.");
 
 static PyObject *
 simhash(PyObject *module, PyObject *features)
 {
-    PyObject *iterator = PyObject_GetIter(features);
-    if (iterator == NULL) {
+    PyObject *items = PySequence_Fast(features, "features must be iterable");
+    if (items == NULL) {
         return NULL;
     }
-    Votes votes = {0};
-    uint8_t *buffer = NULL;
-    Py_ssize_t capacity = 0;
-    PyObject *item;
-    while ((item = PyIter_Next(iterator)) != NULL) {
-        if (!PyUnicode_Check(item)) {
+    const Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+    PyObject **item = PySequence_Fast_ITEMS(items);
+    size_t most = SLACK; /* bytes of all features' UTF-8, one after the other */
+    for (Py_ssize_t f = 0; f < count; f++) {
+        if (!PyUnicode_Check(item[f])) {
             PyErr_Format(PyExc_TypeError, "a feature is a str, not %.100s",
-                         Py_TYPE(item)->tp_name);
-            goto failed;
+                         Py_TYPE(item[f])->tp_name);
+            Py_DECREF(items);
+            return NULL;
         }
 #if PY_VERSION_HEX < 0x030C0000
-        if (PyUnicode_READY(item) < 0) {
-            goto failed;
+        if (PyUnicode_READY(item[f]) < 0) {
+            Py_DECREF(items);
+            return NULL;
         }
 #endif
-        const int kind = PyUnicode_KIND(item);
-        const void *data = PyUnicode_DATA(item);
-        const Py_ssize_t length = PyUnicode_GET_LENGTH(item);
-        const uint8_t *bytes;
-        size_t size;
-        if (PyUnicode_IS_ASCII(item)) {
-            bytes = data;
-            size = (size_t)length;
-        }
-        else {
-            const Py_ssize_t needed = length * utf8_width(kind);
-            if (needed > capacity) {
-                PyMem_Free(buffer);
-                buffer = PyMem_Malloc((size_t)needed);
-                if (buffer == NULL) {
-                    PyErr_NoMemory();
-                    goto failed;
+        most += (size_t)(PyUnicode_GET_LENGTH(item[f]) * utf8_width(PyUnicode_KIND(item[f])));
+    }
+    uint8_t *bytes = PyMem_Malloc(most);
+    const uint8_t **data = PyMem_Malloc((size_t)(count + 1) * sizeof(uint8_t *));
+    size_t *sizes = PyMem_Malloc((size_t)(count + 1) * sizeof(size_t));
+    PyObject *result = NULL;
+    if (bytes == NULL || data == NULL || sizes == NULL) {
+        PyErr_NoMemory();
+    }
+    else {
+        uint8_t *out = bytes;
+        for (Py_ssize_t f = 0; f < count; f++) {
+            const int kind = PyUnicode_KIND(item[f]);
+            const void *chars = PyUnicode_DATA(item[f]);
+            const Py_ssize_t length = PyUnicode_GET_LENGTH(item[f]);
+            data[f] = out;
+            if (PyUnicode_IS_ASCII(item[f])) {
+                memcpy(out, chars, (size_t)length);
+                out += length;
+            }
+            else {
+                for (Py_ssize_t i = 0; i < length; i++) {
+                    out = put_utf8(out, PyUnicode_READ(kind, chars, i));
                 }
-                capacity = needed;
             }
-            uint8_t *out = buffer;
-            for (Py_ssize_t i = 0; i < length; i++) {
-                out = put_utf8(out, PyUnicode_READ(kind, data, i));
-            }
-            bytes = buffer;
-            size = (size_t)(out - buffer);
+            sizes[f] = (size_t)(out - data[f]);
         }
-        votes_add(&votes, blake2b64(bytes, size));
-        Py_DECREF(item);
+        result = simhash_of(data, sizes, count, 0);
     }
-    PyMem_Free(buffer);
-    Py_DECREF(iterator);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    return votes_result(&votes);
-failed:
-    Py_DECREF(item);
-    PyMem_Free(buffer);
-    Py_DECREF(iterator);
-    return NULL;
+    PyMem_Free(bytes);
+    PyMem_Free(data);
+    PyMem_Free(sizes);
+    Py_DECREF(items);
+    return result;
 }
 
 static PyMethodDef simhash_functions[] = {
@@ -519,5 +585,9 @@ static struct PyModuleDef simhash_module = {
 PyMODINIT_FUNC
 PyInit__simhash(void)
 {
+#ifdef FOUR_LANES
+    __builtin_cpu_init();
+    four_lanes = __builtin_cpu_supports("avx2");
+#endif
     return PyModule_Create(&simhash_module);
 }
