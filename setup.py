@@ -13,7 +13,9 @@ Two tables that every link candidate meets are written in C outright (``WRITTEN_
 counter (trawl.frontier.inlinks); their 64-bit slots are what compiled Python can only
 read as new int objects. Each has a reference in
 Python (``known_ids._Generation``, ``inlinks._Counts``) that a build without compiling
-uses.
+uses. ``trawl.content._simhash``, the SimHash of a page's text (its words, BLAKE2b of
+each shingle, the votes), is written in C too; its reference is trawl.content.simhash's
+and trawl.content.text's Python.
 
 ``pip install .`` and ``pip wheel .`` compile them in pip's build environment, which
 holds what pyproject.toml's ``[build-system]`` requires: mypy and every package whose
@@ -56,7 +58,7 @@ COMPILED = (
 """Modules of trawl compiled by mypyc, named below the package (tests/conftest.py checks
 they are current)."""
 
-WRITTEN_IN_C = ("frontier._idtable", "frontier._inlink_counts")
+WRITTEN_IN_C = ("frontier._idtable", "frontier._inlink_counts", "content._simhash")
 """Modules of trawl written in C (``<name>.c``), each with a reference in Python."""
 
 GROUP_LIBRARY = "trawl__mypyc"
