@@ -122,12 +122,10 @@ def _record_id() -> str:
 def _member(head: str, block: Sequence[bytes]) -> bytes:
     """One gzip member holding the WARC head ``head`` (its fields, without the blank line
     that ends them) and the parts of its ``block``."""
-    compressor = isal_zlib.compressobj(LEVEL, isal_zlib.DEFLATED, _GZIP_WBITS)
-    parts = [compressor.compress(head.encode("utf-8") + b"\r\n")]
-    parts += [compressor.compress(part) for part in block]
-    parts.append(compressor.compress(_END))
-    parts.append(compressor.flush())
-    return b"".join(parts)
+    # Joined and compressed in one call: the writer's thread gives up and takes back the
+    # interpreter lock once a member, not once a part.
+    record = b"".join((head.encode("utf-8"), b"\r\n", *block, _END))
+    return isal_zlib.compress(record, LEVEL, _GZIP_WBITS)
 
 
 def _http_head(first_line: str, headers: Sequence[tuple[str, str]], encoding: str) -> bytes:
