@@ -53,14 +53,15 @@ def lines_path(warc: Path) -> Path:
     return index.with_name(index.name + LINES_SUFFIX)
 
 
-def load_surt() -> None:
-    """Import surt (about 0.1 s with tldextract and requests, which every trawl process
-    would pay at start, with --warc or not) before :func:`index_line` needs it."""
+def load_surt() -> Callable[[str], str]:
+    """surt's function, imported on first use: the import takes about 0.1 s (tldextract,
+    requests), which every trawl process would pay at start, with --warc or not."""
     global _surt
     if _surt is None:
         from surt import surt
 
         _surt = surt
+    return _surt
 
 
 def index_line(exchange: WarcExchange, records: ExchangeRecords, filename: str, offset: int) -> str:
@@ -68,8 +69,7 @@ def index_line(exchange: WarcExchange, records: ExchangeRecords, filename: str, 
     which is at ``offset`` in the file ``filename``: the same fields, in the same order,
     as it reads them back from the record (so a Content-Type that is not ASCII is decoded
     as UTF-8 where it can be)."""
-    if _surt is None:
-        raise RuntimeError("index_line called before load_surt")
+    surt = _surt or load_surt()
     fields: dict[str, str] = {"url": exchange.url}
     if records.payload_digest is None:
         fields["mime"] = "warc/revisit"
@@ -83,7 +83,7 @@ def index_line(exchange: WarcExchange, records: ExchangeRecords, filename: str, 
     fields["offset"] = str(offset)
     fields["filename"] = filename
     stamp = records.date[:19].replace("-", "").replace("T", "").replace(":", "")
-    return f"{_surt(exchange.url)} {stamp} {json.dumps(fields)}\n"
+    return f"{surt(exchange.url)} {stamp} {json.dumps(fields)}\n"
 
 
 def _content_type(headers: Sequence[tuple[str, str]]) -> str | None:

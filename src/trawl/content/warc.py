@@ -123,7 +123,8 @@ class WarcWriter(AsyncResource):
 
     async def __aenter__(self) -> Self:
         await self._run(self._make_directory)
-        await self._run(load_surt)
+        # Imported on the writer's thread while the crawl starts, before the first write.
+        self._executor.submit(load_surt)
         for path in await self._run(lambda: unindexed(self.directory)):
             self._index(path)
         return self
