@@ -1,21 +1,21 @@
 """CDXJ indexes of WARC files, so that a replay tool finds each capture without a scan.
 
-Each closed ``<name>.warc.gz`` gets ``<name>.cdxj`` beside it, made by cdxj-indexer (the
-indexer of pywb's authors): one line per response, revisit and metadata record, keyed by
-the URL's SURT form and the record's 14-digit date, with its file, offset and length,
-sorted. pywb takes the directory as both its index and its archive path. An index is
-written under a temporary name and renamed when complete, so an index under its final
-name is always whole; two writers that index one file write the same lines.
+Each closed ``<name>.warc.gz`` gets ``<name>.cdxj`` beside it, as cdxj-indexer (the
+indexer of pywb's authors) writes it: one line per response, revisit and metadata
+record, keyed by the URL's SURT form and the record's 14-digit date, with its file,
+offset and length, sorted. pywb takes the directory as both its index and its archive
+path. An index is written under a temporary name and renamed when complete, so an index
+under its final name is always whole; two writers that index one file write the same
+lines.
 
 The writer makes each file's index lines as it writes its records (:func:`index_line`,
 the line cdxj-indexer writes for that record, byte for byte) into ``<name>.cdxj.open``
-beside the file, so a closed file's index is only those lines sorted; reading the file
-back took cdxj-indexer about 0.2 ms of CPU an exchange. A closed file without its lines
-(one closed before a run was stopped, or whose lines could not be written) is read back
-by cdxj-indexer. Either is done in a child process (``python -m trawl.content.cdxj
-FILE...``): reading a file back is Python work, about 14 MB of WARC a second, and sorting
-the lines of a 1 GiB file holds tens of MB, neither of which belongs in the crawl's
-process.
+beside the file, so a closed file's index is those lines sorted: reading the file back
+took cdxj-indexer about 0.3 ms of CPU an exchange. A closed file without its lines
+(written by an earlier trawl, or whose lines could not be written) is read back by
+cdxj-indexer. Either is done in a child process (``python -m trawl.content.cdxj
+FILE...``): reading a file back is Python work, and sorting the lines of a 1 GiB file
+holds tens of MB, neither of which belongs in the crawl's process.
 """
 
 from __future__ import annotations
