@@ -18,8 +18,8 @@ All file work runs on one dedicated thread, so the event loop never blocks on di
 compression. That thread takes the exchanges in batches: every exchange handed to the
 writer while it was busy with the last batch. It builds their records and writes them
 with one write a file (one for the records before a rotation, one for those after), then
-wakes the event loop once to resolve every caller of the batch: a round trip between the
-threads for each page cost more than building its records. Whole exchanges reach the
+wakes the event loop once to resolve every caller of the batch, where a round trip
+between the threads for each page woke the loop once a page. Whole exchanges reach the
 operating system in one write, and a caller's ``write`` returns only after its records
 did, so after a kill -9 the ``.open`` file holds every exchange whose write returned, and
 nothing torn unless the machine itself stopped part way through a write.

@@ -21,14 +21,14 @@ page would be served as an empty 304 instead of the capture it stands for. Its r
 record still shows the validators sent.
 
 The records are built here as bytes, field for field as warcio writes them (the same
-fields in the same order), rather than through warcio's objects: that Python work, on the
-writer's thread, held the interpreter lock against the crawl for about a third of a
-millisecond a page. HTTP heads are stored as the bytes that went over the wire (the
-request as the client encoded it, the response's headers as received), where warcio
-would %-encode a value that is not ASCII. Records are compressed by ISA-L (python-isal),
-which releases the interpreter lock while it works, at level 2: on the crawl benchmark's
-pages (25 KB) 0.07 ms a page against zlib level 6's 0.75 ms, for output 7% larger
-(docs/PERFORMANCE.md has the table).
+fields in the same order), rather than through warcio's objects, which made the same
+bytes with more copies: 0.09 ms of Python a page, holding the interpreter lock against
+the crawl, against 0.06 here (25 KB pages, compression apart). HTTP heads are stored as
+the bytes that went over the wire (the request as the client encoded it, the response's
+headers as received), where warcio would %-encode a value that is not ASCII. Records are
+compressed by ISA-L (python-isal), which releases the interpreter lock while it works,
+at level 2: on the crawl benchmark's pages (25 KB) 0.07 ms a page against zlib level 6's
+0.75 ms, for output 7% larger (docs/PERFORMANCE.md has the table).
 """
 
 from __future__ import annotations
