@@ -14,6 +14,7 @@ import dataclasses
 import gzip
 import hashlib
 import io
+import json
 import subprocess
 import sys
 import zlib
@@ -250,3 +251,62 @@ async def test_writes_in_flight_together_each_get_their_own_record(tmp_path: Pat
         assert payload == one.body
     for path in files:
         assert path.stat().st_size <= 20_000
+
+
+FULL_DISK = """
+import asyncio, json, os, resource, signal, sys
+from pathlib import Path
+from trawl.content.warc import WarcWriter
+from trawl.content.warc_records import WarcExchange
+from trawl.errors import TrawlError
+
+def exchange(name, size):
+    return WarcExchange(
+        url=f"http://records.test/{name}", request_headers=[("Host", "records.test")],
+        status=200, reason="OK", response_headers=[("Content-Type", "application/x-noise")],
+        body=os.urandom(size), fetched_at=1765000000.5,
+    )
+
+async def main():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    out = []
+    async with WarcWriter(Path(sys.argv[1])) as writer:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+        for name, size in (("first", 2000), ("huge", 100_000), ("after", 2000)):
+            try:
+                key = await writer.write(exchange(name, size))
+                out.append([name, key.file, key.offset, key.length])
+            except TrawlError as exc:
+                out.append([name, str(exc)])
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+
+
+def test_a_write_the_disk_refuses_fails_alone_and_leaves_no_torn_record(tmp_path: Path) -> None:
+    """A file that cannot grow (the file size limit, as a full disk would): the exchange
+    whose records do not fit gets one error, the file is cut back to its last whole
+    record, and the writer goes on with the next exchange."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    first, huge, after = json.loads(done.stdout)
+    assert huge[0] == "huge"
+    assert huge[1].startswith("cannot write WARC file ")
+    assert huge[1].endswith(": File too large")
+    [path] = warc_files(tmp_path)
+    assert first[1] == after[1] == path.name
+    records = read_back(path.read_bytes())
+    assert [record.rec_type for record, _ in records] == ["warcinfo", *["response", "request"] * 2]
+    urls = [record.rec_headers.get_header("WARC-Target-URI") for record, _ in records[1::2]]
+    assert urls == ["http://records.test/first", "http://records.test/after"]
+    data = path.read_bytes()
+    for _, _, offset, length in (first, after):
+        record, _, _ = check_record(data[offset : offset + length])
+        assert record.rec_type == "response"
