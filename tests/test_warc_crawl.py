@@ -20,7 +20,8 @@ from pg import URL as PG_URL
 from pg import crawl_name
 from trawl.config import Freshness, RecrawlPass, Timeouts
 from trawl.content.cdxj import index_path
-from trawl.content.warc import NOT_MODIFIED_PROFILE, SUFFIX, WarcExchange, WarcWriter
+from trawl.content.warc import SUFFIX, WarcWriter
+from trawl.content.warc_records import NOT_MODIFIED_PROFILE, WarcExchange
 from trawl.crawl.runner import WARC_DIR
 from trawl.demo import Response, Site, SiteServer, canonical_url, generate_site, route_key
 from trawl.extract.parser import is_html

@@ -26,7 +26,7 @@ from typing import Protocol, Self
 import brotli
 
 from trawl.config import Timeouts
-from trawl.content.warc import WarcExchange
+from trawl.content.warc_records import WarcExchange
 from trawl.fetch.client import (
     ConnectFailed,
     ConnectRefused,
