@@ -43,21 +43,17 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
-
-from resiliparse.parse.html import HTMLTree
+from typing import TYPE_CHECKING
 
 from trawl.config import TextFormat
-from trawl.content.article import (
-    MAX_MARKUP,
-    Block,
-    article_blocks,
-    parse,
-    to_markdown,
-    to_text,
-)
 from trawl.content.simhash import NEAR_DUPLICATE_BITS, hamming, shingle_simhash
 from trawl.content.simhash import simhash as simhash_of
 from trawl.extract.parser import decode_body
+
+if TYPE_CHECKING:
+    from resiliparse.parse.html import HTMLTree
+
+    from trawl.content.article import Block
 
 __all__ = [
     "NEAR_DUPLICATE_BITS",
@@ -166,6 +162,8 @@ def _language(tree: HTMLTree) -> str | None:
 
 def _written(blocks: list[Block], url: str, text_format: TextFormat) -> str:
     """``blocks`` in ``text_format``, normalised; may be empty."""
+    from trawl.content.article import to_markdown, to_text
+
     if text_format == "text":
         text = to_text(blocks)
         if any(block.kind == "pre" for block in blocks):
@@ -178,6 +176,8 @@ def _written(blocks: list[Block], url: str, text_format: TextFormat) -> str:
 def main_text(html: str, url: str, text_format: TextFormat = "text") -> str | None:
     """The normalised main text of the decoded HTML page ``html`` fetched from ``url``,
     in ``text_format``; None when it has none. Never raises, whatever the text."""
+    from trawl.content.article import article_blocks, parse
+
     return _written(article_blocks(parse(html)), url, text_format) or None
 
 
@@ -190,6 +190,10 @@ def extract_text(
     is in ``text_format``, its fingerprints of the plain text. Never raises, whatever the
     bytes. Only the first :data:`~trawl.content.article.MAX_MARKUP` bytes are read.
     """
+    # Imported on first use, like the extractor's resiliparse: a crawl without --text or
+    # --events need not load them (6 MB in each of its processes).
+    from trawl.content.article import MAX_MARKUP, article_blocks, parse
+
     tree = parse(decode_html(body[:MAX_MARKUP], charset))
     blocks = article_blocks(tree)
     text = _written(blocks, url, "text")
