@@ -250,10 +250,10 @@ def test_a_worker_killed_mid_crawl_fails_the_page_it_held_and_the_crawl_goes_on(
 
 
 def test_a_worker_that_cannot_import_its_text_extractor_says_why(tmp_path: Path) -> None:
-    # A broken install: an empty lxml_html_clean package first on the path, so that the
-    # text extractor's ``from lxml.html.clean import Cleaner`` fails in the worker (the
-    # crawl process itself never loads the text extractor).
-    broken = tmp_path / "broken" / "lxml_html_clean"
+    # A broken install: an empty resiliparse package first on the path, so that the
+    # text extractor's ``from resiliparse.extract.html2text import ...`` fails in the
+    # worker (the crawl process itself never loads the text extractor).
+    broken = tmp_path / "broken" / "resiliparse"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -266,6 +266,6 @@ def test_a_worker_that_cannot_import_its_text_extractor_says_why(tmp_path: Path)
         )  # fmt: skip
     line = assert_one_error_line(Run(done.returncode, done.stdout, done.stderr), code=1)
     assert line.startswith(
-        "trawl: error: a link-extraction worker stopped: ImportError: cannot import name "
-        "'Cleaner' from 'lxml.html.clean'"
+        "trawl: error: a link-extraction worker stopped: ModuleNotFoundError: No module "
+        "named 'resiliparse.extract'"
     ), line
