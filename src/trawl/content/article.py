@@ -177,6 +177,11 @@ def _plain(markup: str) -> str:
     return html_entities.unescape(_TAG.sub(" ", _LINK_TAG.sub("", markup)))
 
 
+def _collapsed(markup: str) -> str:
+    """The text of minimal HTML, its whitespace collapsed."""
+    return " ".join(_plain(markup).split())
+
+
 def _blocks(minimal: str) -> list[Block]:
     """The blocks of resiliparse's minimal HTML, one a line; ``<pre>`` spans its lines.
 
@@ -296,12 +301,12 @@ def _markdown_links(markup: str, base: str) -> str:
     """The text of ``markup`` with its links as Markdown links, absolute against ``base``."""
 
     def link(match: re.Match[str]) -> str:
-        label = " ".join(_plain(match.group(2) or match.group(3) or "").split())
+        label = _collapsed(match.group(2) or match.group(3) or "")
         target = resolve(html_entities.unescape(match.group(1) or ""), base)
         written = f"[{label}]({target})" if label and target else label
         return html_entities.escape(written, quote=False)
 
-    return " ".join(_plain(_LINK.sub(link, markup)).split())
+    return _collapsed(_LINK.sub(link, markup))
 
 
 def to_markdown(blocks: list[Block], base: str) -> str:
@@ -313,7 +318,7 @@ def to_markdown(blocks: list[Block], base: str) -> str:
         if block.kind == "pre":
             lines = ["```", block.text, "```"]
         elif block.kind == "row":
-            cells = [" ".join(_plain(cell).split()) for cell in block.markup.split("\t")]
+            cells = [_collapsed(cell) for cell in block.markup.split("\t")]
             cells = [cell for cell in cells if cell]
             lines = [f"| {' | '.join(cells)} |"]
             if previous != "row":

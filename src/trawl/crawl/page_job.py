@@ -12,7 +12,6 @@ logged at debug level.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import random
 from typing import TYPE_CHECKING
@@ -37,7 +36,7 @@ from trawl.extract.parser import is_html
 from trawl.extract.pool import ExtractFailed, ExtractPool
 from trawl.extract.soft404 import Soft404Detector
 from trawl.extract.urls import url_hash
-from trawl.fetch.fetcher import Fetcher, FetchResult, Validators
+from trawl.fetch.fetcher import Fetcher, FetchResult, Validators, archived
 from trawl.freshness.recrawl import body_hash, failed_due, revisit
 from trawl.freshness.sitemap_parser import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.freshness.sitemaps import read_sitemap, redirected
@@ -140,10 +139,9 @@ class PageJob:
         # core) is not the host's business. The page still counts against the global
         # cap until its result is handed to the committer.
         self._end_turn(slot, result, decision, batch)
-        if archiving is not None:
-            # The host is free while its exchange is archived: nothing of it depends on the
-            # host, and the page's outcomes below name where it was archived.
-            result = dataclasses.replace(result, archived=await archiving)
+        # The host is free while its exchange is archived: nothing of it depends on the
+        # host, and the page's outcomes below name where it was archived.
+        result = await archived(result, archiving)
         if decision.verdict is Verdict.ANSWERED:
             self.extracting += 1
             counted = dict(batch.counters)

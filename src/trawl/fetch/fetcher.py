@@ -117,6 +117,14 @@ class Validators:
         return sent
 
 
+async def archived(result: FetchResult, archiving: asyncio.Task[StorageKey] | None) -> FetchResult:
+    """``result`` naming where its exchange was archived, once ``archiving`` (from
+    :meth:`Fetcher.fetch_then_archive`) is done; ``result`` itself without one."""
+    if archiving is None:
+        return result
+    return dataclasses.replace(result, archived=await archiving)
+
+
 class Recorder(Protocol):
     """Archives every exchange the fetcher makes (a :class:`~trawl.content.warc.WarcWriter`)."""
 
@@ -281,9 +289,7 @@ class Fetcher(AsyncResource):
         result, archiving = await self.fetch_then_archive(
             url, accept=accept, max_body=max_body, validators=validators
         )
-        if archiving is None:
-            return result
-        return dataclasses.replace(result, archived=await archiving)
+        return await archived(result, archiving)
 
     async def fetch_then_archive(
         self,
