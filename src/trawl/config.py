@@ -242,6 +242,8 @@ class CrawlConfig:
     """DNS servers (``IP`` or ``IP:PORT``); empty means the system's."""
     hosts_file: Path | None = Path("/etc/hosts")
     """Names looked up here before DNS (/etc/hosts format); None: DNS only."""
+    ca_file: Path | None = None
+    """A PEM file of CA certificates trusted for https besides the system's."""
     warc: bool = False
     """Archive every fetch to WARC files in ``data_dir / "warc"``."""
     warc_max_size: int = 1 << 30

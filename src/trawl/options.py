@@ -387,6 +387,11 @@ OPTIONS: tuple[Option, ...] = (
            default=str(_CRAWL.hosts_file), metavar="PATH", kept=_LOCAL),
     Option("nameserver", Kind.LIST, _NETWORK, "DNS server to ask (repeatable).",
            metavar="IP[:PORT]", shown_default="the system's", kept=_LOCAL),
+    Option("ca_file", Kind.PATH, _NETWORK,
+           "Also trust the CA certificates in this PEM file for https.",
+           metavar="PATH", shown_default="the system's trust store only", kept=_LOCAL,
+           details="For sites signed by a private or test CA. The certificates are added to "
+                   "the system's, and names are still verified."),
     Option("timeout", Kind.FLOAT, _NETWORK, "Total seconds per fetch.",
            default=_TIMEOUTS.total, metavar=_S),
     Option("connect_timeout", Kind.FLOAT, _NETWORK, "Seconds to connect.",

@@ -112,6 +112,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         allow_networks=parse_networks(list(values["allow_network"] or ())),
         nameservers=tuple(values["nameserver"] or ()),
         hosts_file=_path(values["hosts_file"]),
+        ca_file=_path(values["ca_file"]),
         warc=bool(values["warc"]),
         warc_max_size=values["warc_max_size"],
         text=bool(values["text"]),

@@ -48,6 +48,7 @@ from trawl.crawl.run_record import RUN_STARTED_KEY
 from trawl.crawl.seeds import seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
+from trawl.fetch.client import tls_context
 from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
@@ -160,6 +161,7 @@ async def build_engine(
                     backend=AiodnsBackend(config.nameservers),
                 ),
                 recorder=recorder,
+                tls=tls_context(config.ca_file),
             )
         )
         content = None

@@ -24,11 +24,13 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Self, cast
 from urllib.parse import urlsplit
 
 import httptools
 
+from trawl.errors import UsageError
 from trawl.fetch.resolver import GuardedResolver
 
 MAX_HEAD = 64 * 1024
@@ -559,6 +561,21 @@ class HttpClient:
 def _default_context() -> ssl.SSLContext:
     """The system's trust store and defaults (SSL_CERT_FILE honoured), made once."""
     return ssl.create_default_context()
+
+
+def tls_context(ca_file: Path | None = None) -> ssl.SSLContext:
+    """The context https answers are verified with: the system's trust store and
+    defaults, and the CA certificates in the PEM file ``ca_file`` besides. A file that
+    cannot be read or holds no certificate is a :class:`UsageError`."""
+    if ca_file is None:
+        return _default_context()
+    context = ssl.create_default_context()
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"--ca-file {ca_file}: {reason}") from None
+    return context
 
 
 def _split(url: str) -> tuple[Origin, str, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import ssl
 import time
 import zlib
 from collections.abc import Callable
@@ -228,8 +229,10 @@ class Fetcher(AsyncResource):
         concurrency: int,
         resolver: GuardedResolver,
         recorder: Recorder | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._user_agent = user_agent
+        self._tls = tls
         self._timeouts = timeouts
         self._max_body = max_body
         self._concurrency = concurrency
@@ -263,6 +266,7 @@ class Fetcher(AsyncResource):
             ],
             connect_timeout=self._timeouts.connect,
             max_idle=max(IDLE_CONNECTIONS, self._concurrency),
+            ssl_context=self._tls,
         )
         return self
 
