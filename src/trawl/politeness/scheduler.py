@@ -309,6 +309,11 @@ class HostScheduler:
             return slot
         return None
 
+    def ready_now(self) -> bool:
+        """Whether a host's turn has probably come (the heap's first entry is due; it
+        may be stale, which :meth:`pop_ready` would find out)."""
+        return bool(self._heap) and self._heap[0][0] <= self._clock()
+
     def requeue(self, slot: HostSlot) -> None:
         """Put a host back in the heap after a turn that sent no request."""
         self._schedule(slot)
