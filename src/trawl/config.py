@@ -44,12 +44,15 @@ class Politeness:
     response_factor: float = 10.0
     max_delay: float = 60.0
     per_ip: int = 1
+    per_ip_max: int = 16
 
     def __post_init__(self) -> None:
         if self.per_host < 1:
             raise UsageError("--per-host must be at least 1")
         if self.per_ip < 1:
             raise UsageError("--per-ip must be at least 1")
+        if self.per_ip_max < 1:
+            raise UsageError("--per-ip-max must be at least 1")
         if self.delay < 0:
             raise UsageError("--delay must not be negative")
         if self.response_factor < 0 or self.max_delay < 0:

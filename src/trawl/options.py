@@ -254,10 +254,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("per_host", Kind.INT, _POLITE, "Requests in flight per host.",
            default=_POLITENESS.per_host, metavar=_N),
     Option("per_ip", Kind.INT, _POLITE,
-           "Requests in flight per server address, over all its host names.",
+           "Requests in flight to a server address that serves one site.",
            default=_POLITENESS.per_ip, metavar=_N,
-           details="A shared server with 500 virtual hosts is one server and is treated as "
-                   "one; raise it together with `--per-host`."),
+           details="An address serving n sites allows N x ceil(sqrt(n)) requests in flight "
+                   "and as many request starts per `--delay`, up to `--per-ip-max`: a "
+                   "shared server of small sites is asked a few things at once, an address "
+                   "in front of hundreds of sites (a CDN) more. Each host keeps its own "
+                   "`--per-host` and `--delay`."),
+    Option("per_ip_max", Kind.INT, _POLITE,
+           "Requests in flight to one server address at most, however many sites it serves.",
+           default=_POLITENESS.per_ip_max, metavar=_N,
+           details="`--per-ip-max 1` asks every address one thing at a time."),
     Option("delay", Kind.FLOAT, _POLITE, "Minimum seconds between requests to one host.",
            default=_POLITENESS.delay, metavar=_S,
            details="The delay after a response is the largest of this, the host's robots.txt "
