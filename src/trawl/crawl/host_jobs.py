@@ -111,6 +111,10 @@ class HostJobs:
             slot.robots_retry()
             pause = decision.seconds
             batch.count("robots_retries")
+        elif decision.verdict is RobotsVerdict.NOT_ASKED:
+            slot.robots_not_asked()
+            pause = decision.seconds
+            batch.count(FetchError.FD_LIMIT.value)
         elif decision.verdict is RobotsVerdict.UNAVAILABLE:
             # RFC 9309 says disallow all: block what is queued, and what arrives until
             # the next attempt after the back-off cap.

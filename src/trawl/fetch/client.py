@@ -8,8 +8,13 @@ crawl benchmark's site it takes about 0.6 of aiohttp's CPU per request, body inc
 where every microsecond delays the answers of other hosts.
 
 Every connection goes to an address the guarded resolver has checked, and TLS is
-verified against the host name. Idle connections are pooled per origin, at most
-``max_idle`` in all and none older than ``idle_timeout``. A request on a reused
+verified against the host name. Idle connections are pooled per origin
+(trawl.fetch.pool), at most ``max_idle`` in all and none older than ``idle_timeout``.
+Open connections, idle or
+not, stay within ``max_open`` (what the file-descriptor limit leaves for them,
+trawl.fetch.fdlimit): a new one first closes the connection idle longest, and with none
+idle it is refused with :class:`OutOfFiles`, as it is when the system says EMFILE or
+ENFILE; nothing was asked of the host then. A request on a reused
 connection that the server closed meanwhile (before any byte of the answer) is sent
 once more on a fresh connection, as the server may close an idle connection at any
 time.
@@ -18,6 +23,7 @@ time.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import re
 import ssl
@@ -29,14 +35,16 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from trawl.fetch.pool import IDLE_TIMEOUT, Origin, Pool
 from trawl.fetch.resolver import GuardedResolver
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers an answer may have (aiohttp allowed 8 KiB a line)."""
 BUFFER_HIGH = 256 * 1024
 """Body bytes buffered before the connection stops reading until the reader catches up."""
-IDLE_TIMEOUT = 15.0
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_NO_FILES = frozenset({errno.EMFILE, errno.ENFILE})
+"""Why ``socket()`` fails when the process (or the system) has no file descriptor left."""
 _UNSENDABLE = re.compile(r"[^\x21-\x7e]")
 """Characters a request target cannot carry: controls, spaces and non-ASCII."""
 
@@ -65,8 +73,10 @@ class ProtocolFailed(HttpFailure):
     """The server's answer is not valid HTTP/1.x, or ended before it was complete."""
 
 
-Origin = tuple[str, str, int]
-"""(scheme, host, port): what a pooled connection is reused for."""
+class OutOfFiles(HttpFailure):
+    """No connection could be opened for want of file descriptors: the process's limit
+    (EMFILE), the system's (ENFILE), or the client's ``max_open`` budget. Nothing was
+    asked of the host."""
 
 
 def _decode(value: bytes) -> str:
@@ -76,17 +86,18 @@ def _decode(value: bytes) -> str:
 class _Connection(asyncio.Protocol):
     """One TCP (or TLS) connection and the answer to its current request."""
 
-    def __init__(self, origin: Origin, pool: _Pool) -> None:
+    def __init__(self, origin: Origin, pool: Pool[_Connection]) -> None:
         self.origin = origin
         self._pool = pool
         self.transport: asyncio.Transport | None = None
         self.peer: str | None = None
-        self.idle_since = 0.0
         self.opened_at = 0.0
         """When the connection was asked for (after the name was resolved)."""
         self.completed_at: float | None = None
         """When the whole answer to the current request had arrived (monotonic clock)."""
         self.closed = False
+        self.counted = False
+        """The connection counts against the pool's open sockets until it closes."""
         self._parser: httptools.HttpResponseParser | None = None
         self._head_bytes = self._head_size = 0
         self._reason = b""
@@ -137,6 +148,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._pool.forget(self)
+        self._pool.uncount(self)
         if self._parser is None or self._complete or self._error is not None:
             return
         if self._headers_done and self._until_close():
@@ -300,71 +312,9 @@ class _Connection(asyncio.Protocol):
         """Drop the connection."""
         self.closed = True
         self._pool.forget(self)
+        self._pool.uncount(self)
         if self.transport is not None:
             self.transport.close()
-
-
-class _Pool:
-    """Idle connections by origin, newest first; at most ``limit`` in all."""
-
-    def __init__(self, limit: int, timeout: float) -> None:
-        self._limit = limit
-        self._timeout = timeout
-        self._idle: dict[Origin, list[_Connection]] = {}
-        self._count = 0
-
-    def __len__(self) -> int:
-        return self._count
-
-    def take(self, origin: Origin) -> _Connection | None:
-        """A live idle connection to ``origin``, or None."""
-        stack = self._idle.get(origin)
-        stale = time.monotonic() - self._timeout
-        while stack:
-            connection = stack.pop()
-            self._count -= 1
-            if not connection.closed and connection.idle_since > stale:
-                if not stack:
-                    del self._idle[origin]
-                return connection
-            connection.close()
-        self._idle.pop(origin, None)
-        return None
-
-    def put(self, connection: _Connection) -> None:
-        """Keep ``connection`` for its origin's next request."""
-        if self._limit <= 0:
-            connection.close()
-            return
-        if self._count >= self._limit:
-            self._evict_oldest()
-        connection.idle_since = time.monotonic()
-        self._idle.setdefault(connection.origin, []).append(connection)
-        self._count += 1
-
-    def forget(self, connection: _Connection) -> None:
-        """Take ``connection`` out of the pool, if it is there (it was closed)."""
-        stack = self._idle.get(connection.origin)
-        if stack and connection in stack:
-            stack.remove(connection)
-            self._count -= 1
-            if not stack:
-                del self._idle[connection.origin]
-
-    def _evict_oldest(self) -> None:
-        oldest = min(
-            (stack[0] for stack in self._idle.values()), key=lambda c: c.idle_since, default=None
-        )
-        if oldest is not None:
-            oldest.close()
-
-    def close(self) -> None:
-        """Close every idle connection."""
-        for stack in list(self._idle.values()):
-            for connection in list(stack):
-                connection.close()
-        self._idle.clear()
-        self._count = 0
 
 
 class Response:
@@ -452,13 +402,15 @@ class HttpClient:
         max_idle: int,
         idle_timeout: float = IDLE_TIMEOUT,
         ssl_context: ssl.SSLContext | None = None,
+        max_open: int | None = None,
     ) -> None:
         self._resolver = resolver
         self._headers = list(headers)
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in self._headers)
         self._connect_timeout = connect_timeout
-        self._pool = _Pool(max_idle, idle_timeout)
+        self._pool: Pool[_Connection] = Pool(max_idle, idle_timeout)
         self._ssl = ssl_context
+        self._max_open = max_open
         self.opened = 0
         self.closed = False
 
@@ -466,6 +418,11 @@ class HttpClient:
     def idle(self) -> int:
         """Idle connections kept for reuse."""
         return len(self._pool)
+
+    @property
+    def sockets(self) -> int:
+        """Connections open or being opened, idle ones included."""
+        return self._pool.sockets
 
     async def get(self, url: str, headers: Mapping[str, str] | None = None) -> Response:
         """Send a GET for ``url`` and return once the answer's headers are in."""
@@ -525,6 +482,8 @@ class HttpClient:
         refused = 0
         asked = time.monotonic()
         for address in addresses:
+            self._make_room(host)
+            self._pool.sockets += 1
             try:
                 async with asyncio.timeout(self._connect_timeout):
                     _, connection = await loop.create_connection(
@@ -535,11 +494,22 @@ class HttpClient:
                         server_hostname=host.strip("[]") if context is not None else None,
                     )
             except ssl.SSLError as exc:
+                self._pool.sockets -= 1
                 raise TlsFailed(f"TLS with {host}: {exc}") from exc
             except (OSError, TimeoutError) as exc:
+                self._pool.sockets -= 1
+                if isinstance(exc, OSError) and exc.errno in _NO_FILES:
+                    raise OutOfFiles(f"no file descriptor to connect to {host}: {exc}") from exc
                 failure = exc
                 refused += isinstance(exc, ConnectionRefusedError)
                 continue
+            except BaseException:
+                self._pool.sockets -= 1
+                raise
+            if connection.closed:  # lost before this task resumed: it counts no more
+                self._pool.sockets -= 1
+            else:
+                connection.counted = True
             self.opened += 1
             connection.opened_at = asked
             return connection
@@ -548,6 +518,17 @@ class HttpClient:
         if isinstance(failure, ConnectionRefusedError) and refused == len(addresses):
             raise ConnectRefused(f"{host}:{port} refused the connection")
         raise ConnectFailed(f"cannot connect to {host}:{port}: {failure}")
+
+    def _make_room(self, host: str) -> None:
+        """Make room under ``max_open`` for one more socket, closing the connection idle
+        longest if need be; OutOfFiles when every one is in use."""
+        if self._max_open is None or self._pool.sockets < self._max_open:
+            return
+        if not self._pool.evict_oldest():
+            raise OutOfFiles(
+                f"{self._pool.sockets} connections open, the file-descriptor budget: "
+                f"none left for {host}"
+            )
 
     async def close(self) -> None:
         """Close every idle connection; the client takes no more requests."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import logging
 import time
 import zlib
 from collections.abc import Callable
@@ -33,9 +34,11 @@ from trawl.fetch.client import (
     HttpClient,
     HttpFailure,
     InvalidTarget,
+    OutOfFiles,
     Response,
     TlsFailed,
 )
+from trawl.fetch.fdlimit import current, fd_budget
 from trawl.fetch.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
 from trawl.store.values import StorageKey
@@ -43,6 +46,8 @@ from trawl.store.values import StorageKey
 IDLE_CONNECTIONS = 256
 """Idle keep-alive connections kept at least (one per host a crawl works on at once)."""
 BodyFilter = Callable[[str | None, bytes], bool]
+
+log = logging.getLogger("trawl.fetch.fetcher")
 
 
 class FetchError(enum.StrEnum):
@@ -57,6 +62,9 @@ class FetchError(enum.StrEnum):
     DECODE = "decode"
     INVALID_URL = "invalid_url"
     BLOCKED_ADDRESS = "blocked_address"
+    FD_LIMIT = "fd_limit"
+    """No file descriptor was left for a connection: nothing was asked of the host, and
+    the URL is asked for again later without counting a try."""
 
 
 RETRYABLE_ERRORS = frozenset(
@@ -211,6 +219,8 @@ def _error_class(exc: BaseException) -> FetchError:
         return FetchError.CONNECT
     if isinstance(exc, InvalidTarget):
         return FetchError.INVALID_URL
+    if isinstance(exc, OutOfFiles):
+        return FetchError.FD_LIMIT
     if isinstance(exc, (zlib.error, brotli.error)):
         return FetchError.DECODE
     return FetchError.PROTOCOL
@@ -236,6 +246,8 @@ class Fetcher(AsyncResource):
         self._resolver = resolver
         self._recorder = recorder
         self._client: HttpClient | None = None
+        self.fd_limit_hits = 0
+        """Connections not opened for want of a file descriptor."""
 
     @property
     def resolver_stats(self) -> ResolverStats:
@@ -253,7 +265,8 @@ class Fetcher(AsyncResource):
     async def __aenter__(self) -> Self:
         # Every new connection asks the guarded resolver, which caches by TTL and checks
         # each answer before the client connects to it. Idle connections are kept for
-        # as many hosts as a crawl works on at once, at least.
+        # as many hosts as a crawl works on at once, at least; open ones, idle or not,
+        # stay within what the file-descriptor limit leaves for them.
         self._client = HttpClient(
             self._resolver,
             headers=[
@@ -263,6 +276,7 @@ class Fetcher(AsyncResource):
             ],
             connect_timeout=self._timeouts.connect,
             max_idle=max(IDLE_CONNECTIONS, self._concurrency),
+            max_open=fd_budget(),
         )
         return self
 
@@ -317,6 +331,8 @@ class Fetcher(AsyncResource):
                         exchange = dataclasses.replace(exchange, refers_to=validators.fetched_at)
         except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
             elapsed = time.monotonic() - started
+            if isinstance(exc, OutOfFiles):
+                self._out_of_files(exc)
             failed = FetchResult(
                 url=url,
                 status=None,
@@ -331,6 +347,20 @@ class Fetcher(AsyncResource):
         # Archived after the fetch: the time the archive takes is neither the server's
         # response time (which sets the host's politeness delay) nor under the timeout.
         return result, asyncio.ensure_future(self._recorder.write(exchange))
+
+    def _out_of_files(self, exc: OutOfFiles) -> None:
+        """Count a connection the file-descriptor limit kept from being opened; say so,
+        with how to raise the limit, the first time."""
+        self.fd_limit_hits += 1
+        if self.fd_limit_hits > 1:
+            return
+        limit = current()
+        log.warning(
+            "the file-descriptor limit binds (%d open files allowed, %d of them for "
+            "connections): URLs wait for a free one; %s (%s)", limit.soft, fd_budget(),
+            limit.advice(), exc,
+            extra={"fd_limit": limit.soft, "fd_hard_limit": limit.hard},
+        )  # fmt: skip
 
     async def _read(
         self,

@@ -165,6 +165,11 @@ class HostSlot:
         self.robots_pending = False
         return self.robots_failures
 
+    def robots_not_asked(self) -> None:
+        """The host's robots.txt could not be asked for (no connection could be opened):
+        it is asked again, no failed try counted."""
+        self.robots_pending = False
+
     def robots_unavailable(self, until: float) -> None:
         """The host's robots.txt stayed unavailable: everything is disallowed until clock
         time ``until``, when it is read anew (RFC 9309)."""
