@@ -136,6 +136,7 @@ class HostJobs:
             refuse_queued(self._scheduler, slot, batch)
         response_time = self._clock() - started if answer.fetched else 0.0
         self._scheduler.finished(slot, response_time, pause)
+        self._fetcher.host_rests(slot.name, self._scheduler.turn_in(slot), bool(slot.queue))
         await self._committer.submit(batch)
         self._wake.set()
 
@@ -149,5 +150,6 @@ class HostJobs:
         if answer.record is not None:
             batch.hosts.append(HostUpdate(slot.id, soft404=answer.record))
         self._scheduler.finished(slot, answer.elapsed)
+        self._fetcher.host_rests(slot.name, self._scheduler.turn_in(slot), bool(slot.queue))
         await self._committer.submit(batch)
         self._wake.set()

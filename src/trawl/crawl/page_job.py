@@ -218,6 +218,10 @@ class PageJob:
             batch.count("breaker_trips")
         wait = max(decision.host_wait, breaker.pause, self._rules.rules.delay_of(slot.name))
         self._scheduler.finished(slot, result.response_time, wait)
+        # An answer may bring the host more URLs (its links, once committed and claimed):
+        # its connection is kept for them if its next turn comes soon.
+        waiting = bool(slot.queue) or decision.verdict is Verdict.ANSWERED
+        self._fetcher.host_rests(slot.name, self._scheduler.turn_in(slot), waiting)
         self._wake.set()
 
     @staticmethod

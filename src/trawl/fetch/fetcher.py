@@ -39,6 +39,7 @@ from trawl.fetch.client import (
     TlsFailed,
 )
 from trawl.fetch.fdlimit import current, fd_budget
+from trawl.fetch.pool import KEEP_WINDOW
 from trawl.fetch.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
 from trawl.store.values import StorageKey
@@ -279,6 +280,15 @@ class Fetcher(AsyncResource):
             max_open=fd_budget(),
         )
         return self
+
+    def host_rests(self, host: str, turn_in: float, waiting: bool) -> None:
+        """A turn of ``host`` (its host key) ended; its next may come in ``turn_in``
+        seconds, and ``waiting`` says whether it has (or may be about to get) a URL for
+        it. Its idle connection is kept only for such a turn within ``KEEP_WINDOW``,
+        which the server probably still holds it for; otherwise it is closed now rather
+        than left to pile up with those of other hosts at rest."""
+        if self._client is not None and (not waiting or turn_in > KEEP_WINDOW):
+            self._client.drop_idle(host)
 
     async def close(self) -> None:
         """Close the client and its connections; safe to call more than once."""

@@ -1,22 +1,44 @@
-"""The HTTP client's connection pool: idle connections kept for their origin's next
-request, and the count of every connection open.
+"""The HTTP client's connection pool: idle connections kept for their host's next turn,
+and the count of every connection open.
 
-At most ``limit`` connections are idle in all; the one idle longest makes room, and one
-idle longer than ``timeout`` is not reused. The pool also counts the sockets the client
-holds open, idle or in use (``sockets``), against the file-descriptor budget
-(trawl.fetch.fdlimit).
+A polite crawl of many hosts asks each one thing every second or more, so what the pool
+holds is mostly hosts at rest. A connection is worth keeping only while its server
+still holds it: Apache closes an idle connection after 5 s by default, nginx after 75 s,
+and a request sent on one the server has just closed has to be sent again. So the pool
+keeps a connection at most ``idle_timeout`` (4.5 s), closing it then on a timer rather
+than when it is next asked for, and the crawl drops a host's idle connections at once
+when the host's next turn is further off than ``KEEP_WINDOW`` (4 s) or it has nothing
+waiting (:meth:`Pool.drop_host`, called through ``Fetcher.host_rests``): idle sockets
+do not pile up with thousands of hosts resting, and a host with a short delay keeps
+reusing one connection.
+
+At most ``limit`` connections are idle in all; the one idle longest makes room. The
+pool also counts the sockets the client holds open, idle or in use (``sockets``),
+against the file-descriptor budget (trawl.fetch.fdlimit).
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
 from typing import Generic, Protocol, TypeVar
 
-IDLE_TIMEOUT = 15.0
-"""Seconds an idle connection may be reused for."""
+IDLE_TIMEOUT = 4.5
+"""Seconds an idle connection is kept at most: under Apache's default keep-alive
+timeout (5 s), so that a server has probably not closed what the pool hands out."""
+KEEP_WINDOW = 4.0
+"""A host's idle connection is kept only when its next turn is at most this many
+seconds off (and it has URLs waiting)."""
 
 Origin = tuple[str, str, int]
 """(scheme, host, port): what a pooled connection is reused for."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def host_key(origin: Origin) -> str:
+    """The host of ``origin`` as the crawl names it: its port only when not the
+    scheme's default (trawl.extract.urls ``host_key``)."""
+    scheme, host, port = origin
+    return host if _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
 
 
 class Pooled(Protocol):
@@ -35,20 +57,21 @@ C = TypeVar("C", bound=Pooled)
 
 
 class Pool(Generic[C]):
-    """Idle connections by origin, newest first; at most ``limit`` in all, none reused
-    after ``timeout`` seconds idle."""
+    """Idle connections by origin, newest first; at most ``limit`` in all, none kept
+    longer than ``timeout`` seconds."""
 
     def __init__(self, limit: int, timeout: float) -> None:
         self._limit = limit
         self._timeout = timeout
         self._idle: dict[Origin, list[C]] = {}
-        self._since: dict[C, float] = {}
-        """Every idle connection and when it went idle, longest idle first."""
+        self._by_host: dict[str, set[Origin]] = {}
+        self._expiry: dict[C, asyncio.TimerHandle] = {}
+        """Every idle connection and the timer that closes it, longest idle first."""
         self.sockets = 0
         """Connections open or being opened, idle or in use."""
 
     def __len__(self) -> int:
-        return len(self._since)
+        return len(self._expiry)
 
     def uncount(self, connection: C) -> None:
         """``connection`` has closed: its socket no longer counts."""
@@ -59,47 +82,68 @@ class Pool(Generic[C]):
     def take(self, origin: Origin) -> C | None:
         """A live idle connection to ``origin`` (the newest), or None."""
         stack = self._idle.get(origin)
-        stale = time.monotonic() - self._timeout
         while stack:
             connection = stack[-1]
-            since = self._since[connection]
             self._remove(connection)
-            if not connection.closed and since > stale:
+            if not connection.closed:
                 return connection
-            connection.close()
         return None
 
     def put(self, connection: C) -> None:
-        """Keep ``connection`` for its origin's next request."""
+        """Keep ``connection`` for its origin's next request, for ``timeout`` at most."""
         if self._limit <= 0:
             connection.close()
             return
-        if len(self._since) >= self._limit:
+        if len(self._expiry) >= self._limit:
             self.evict_oldest()
-        self._idle.setdefault(connection.origin, []).append(connection)
-        self._since[connection] = time.monotonic()
+        origin = connection.origin
+        stack = self._idle.get(origin)
+        if stack is None:
+            stack = self._idle[origin] = []
+            self._by_host.setdefault(host_key(origin), set()).add(origin)
+        stack.append(connection)
+        loop = asyncio.get_running_loop()
+        self._expiry[connection] = loop.call_later(self._timeout, connection.close)
 
     def forget(self, connection: C) -> None:
         """Take ``connection`` out of the pool, if it is there (it was closed)."""
-        if connection in self._since:
+        if connection in self._expiry:
             self._remove(connection)
 
     def _remove(self, connection: C) -> None:
-        del self._since[connection]
-        stack = self._idle[connection.origin]
+        self._expiry.pop(connection).cancel()
+        origin = connection.origin
+        stack = self._idle[origin]
         stack.remove(connection)
         if not stack:
-            del self._idle[connection.origin]
+            del self._idle[origin]
+            key = host_key(origin)
+            origins = self._by_host[key]
+            origins.discard(origin)
+            if not origins:
+                del self._by_host[key]
 
     def evict_oldest(self) -> bool:
         """Close the connection idle longest; False when none is idle."""
-        oldest = next(iter(self._since), None)
+        oldest = next(iter(self._expiry), None)
         if oldest is None:
             return False
         oldest.close()
         return True
 
+    def drop_host(self, host: str) -> int:
+        """Close the idle connections to ``host`` (a host key: ``name`` or
+        ``name:port``, any scheme); how many there were."""
+        dropped = [
+            connection
+            for origin in self._by_host.get(host, ())
+            for connection in self._idle[origin]
+        ]
+        for connection in dropped:
+            connection.close()
+        return len(dropped)
+
     def close(self) -> None:
         """Close every idle connection."""
-        for connection in list(self._since):
+        for connection in list(self._expiry):
             connection.close()

@@ -357,6 +357,10 @@ class HostScheduler:
             for host_id in waiting:
                 self._schedule(self._slots[host_id])
 
+    def turn_in(self, slot: HostSlot) -> float:
+        """Seconds until the host's next turn may come, its address's rest included."""
+        return max(0.0, self._ready_at(slot) - self._clock())
+
     def hold(self, slot: HostSlot, until: float) -> None:
         """Keep the host idle until clock time ``until`` (the time a previous owner of its
         lease left it at)."""
