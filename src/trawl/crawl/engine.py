@@ -97,6 +97,7 @@ class Crawler:
             config.limits.memory_queue,
             config.leases,
             on_release=self._release,
+            on_lease=lambda slot, wait: fetcher.prefetch(slot.name, wait),
             clock=clock,
         )
         self._worker = config.leases.worker

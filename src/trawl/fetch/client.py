@@ -425,6 +425,10 @@ class HttpClient:
         """Connections open or being opened, idle ones included."""
         return self._pool.sockets
 
+    def has_idle(self, host: str) -> bool:
+        """Whether an idle connection to ``host`` (a host key) is kept for it."""
+        return self._pool.holds(host)
+
     def drop_idle(self, host: str) -> int:
         """Close the idle connections to ``host`` (``name`` or ``name:port`` when the
         port is not the scheme's default); how many there were."""

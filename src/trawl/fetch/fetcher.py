@@ -28,6 +28,7 @@ import brotli
 
 from trawl.config import Timeouts
 from trawl.content.warc_records import WarcExchange
+from trawl.extract.urls import key_hostname
 from trawl.fetch.client import (
     ConnectFailed,
     ConnectRefused,
@@ -286,9 +287,21 @@ class Fetcher(AsyncResource):
         seconds, and ``waiting`` says whether it has (or may be about to get) a URL for
         it. Its idle connection is kept only for such a turn within ``KEEP_WINDOW``,
         which the server probably still holds it for; otherwise it is closed now rather
-        than left to pile up with those of other hosts at rest."""
-        if self._client is not None and (not waiting or turn_in > KEEP_WINDOW):
-            self._client.drop_idle(host)
+        than left to pile up with those of other hosts at rest. A turn that will need a
+        new connection has its host's name looked up ahead of it (:meth:`prefetch`)."""
+        client = self._client
+        if client is None:
+            return
+        kept = waiting and turn_in <= KEEP_WINDOW
+        if not kept:
+            client.drop_idle(host)
+        if waiting and not (kept and client.has_idle(host)):
+            self.prefetch(host, turn_in)
+
+    def prefetch(self, host: str, turn_in: float = 0.0) -> None:
+        """Have ``host``'s (a host key's) addresses looked up ahead of its turn,
+        ``turn_in`` seconds from now, unless the cached answer lasts until then."""
+        self._resolver.prefetch(key_hostname(host), turn_in)
 
     async def close(self) -> None:
         """Close the client and its connections; safe to call more than once."""

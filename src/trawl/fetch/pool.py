@@ -131,6 +131,10 @@ class Pool(Generic[C]):
         oldest.close()
         return True
 
+    def holds(self, host: str) -> bool:
+        """Whether an idle connection to ``host`` (a host key) is kept."""
+        return host in self._by_host
+
     def drop_host(self, host: str) -> int:
         """Close the idle connections to ``host`` (a host key: ``name`` or
         ``name:port``, any scheme); how many there were."""
