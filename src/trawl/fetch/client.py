@@ -11,14 +11,18 @@ Every connection goes to an address the guarded resolver has checked, and TLS is
 verified against the host name. Idle connections are pooled per origin
 (trawl.fetch.pool), at most ``max_idle`` in all, each closed after ``idle_timeout``
 (4.5 s, under Apache's 5 s), and a host's at once on :meth:`HttpClient.drop_idle`, which
-the crawl calls when the host goes to rest for longer than that. Open connections, idle or
-not, stay within ``max_open`` (what the file-descriptor limit leaves for them,
+the crawl calls when the host goes to rest for longer than that. Open connections, idle
+or not, stay within ``max_open`` (what the file-descriptor limit leaves for them,
 trawl.fetch.fdlimit): a new one first closes the connection idle longest, and with none
 idle it is refused with :class:`OutOfFiles`, as it is when the system says EMFILE or
-ENFILE; nothing was asked of the host then. A request on a reused
-connection that the server closed meanwhile (before any byte of the answer) is sent
-once more on a fresh connection, as the server may close an idle connection at any
-time.
+ENFILE; nothing was asked of the host then.
+
+A request on a reused connection that the server closed meanwhile before any byte of the
+answer (a FIN, a reset while the request is written or its answer awaited, a write the
+transport refuses), or answered with a 408 as it timed the connection out, is sent once
+more on a fresh connection: a server may close an idle connection at any time. So a
+failure reaches the caller (and a host's circuit breaker) only from a fresh connection,
+or from a reused one that had begun to answer.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ MAX_HEAD = 64 * 1024
 BUFFER_HIGH = 256 * 1024
 """Body bytes buffered before the connection stops reading until the reader catches up."""
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+REQUEST_TIMEOUT = 408
 _NO_FILES = frozenset({errno.EMFILE, errno.ENFILE})
 """Why ``socket()`` fails when the process (or the system) has no file descriptor left."""
 _UNSENDABLE = re.compile(r"[^\x21-\x7e]")
@@ -451,11 +456,18 @@ class HttpClient:
         connection = self._pool.take(origin)
         if connection is not None:
             try:
-                return await self._ask(connection, payload, sent, time.monotonic())
+                response = await self._ask(connection, payload, sent, time.monotonic())
             except ProtocolFailed:
                 if connection.answered:
                     raise
                 # Closed while idle: the server never answered, so ask on a new connection.
+            else:
+                if response.status != REQUEST_TIMEOUT:
+                    return response
+                # The server timed the idle connection out as the request came: a 408
+                # that does not answer it (RFC 9110, 15.5.9), so ask on a new connection.
+                connection.close()
+                response.close()
         connection = await self._connect(origin)
         return await self._ask(connection, payload, sent, connection.opened_at)
 
@@ -463,8 +475,13 @@ class HttpClient:
         self, connection: _Connection, payload: bytes, sent: list[tuple[str, str]], started: float
     ) -> Response:
         """Send ``payload`` on ``connection`` and wait for the answer's head; the
-        connection is closed if none comes."""
-        connection.send(payload)
+        connection is closed if none comes. A transport that refuses the write (reset,
+        broken pipe, already closed) fails as a connection closed before any answer."""
+        try:
+            connection.send(payload)
+        except (OSError, RuntimeError) as exc:
+            connection.close()
+            raise ProtocolFailed(f"the connection failed as the request was sent: {exc}") from exc
         try:
             await connection.head()
         except BaseException:
