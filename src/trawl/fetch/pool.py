@@ -5,8 +5,9 @@ A polite crawl of many hosts asks each one thing every second or more, so what t
 holds is mostly hosts at rest. A connection is worth keeping only while its server
 still holds it: Apache closes an idle connection after 5 s by default, nginx after 75 s,
 and a request sent on one the server has just closed has to be sent again. So the pool
-keeps a connection at most ``idle_timeout`` (4.5 s), closing it then on a timer rather
-than when it is next asked for, and the crawl drops a host's idle connections at once
+keeps a connection at most ``idle_timeout`` (4.5 s), closing it then (a sweep every
+``SWEEP_EVERY`` while anything is idle) rather than when it is next asked for, and the
+crawl drops a host's idle connections at once
 when the host's next turn is further off than ``KEEP_WINDOW`` (4 s) or it has nothing
 waiting (:meth:`Pool.drop_host`, called through ``Fetcher.host_rests``): idle sockets
 do not pile up with thousands of hosts resting, and a host with a short delay keeps
@@ -20,6 +21,7 @@ against the file-descriptor budget (trawl.fetch.fdlimit).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Generic, Protocol, TypeVar
 
 IDLE_TIMEOUT = 4.5
@@ -28,6 +30,9 @@ timeout (5 s), so that a server has probably not closed what the pool hands out.
 KEEP_WINDOW = 4.0
 """A host's idle connection is kept only when its next turn is at most this many
 seconds off (and it has URLs waiting)."""
+SWEEP_EVERY = 0.25
+"""Seconds between sweeps for connections idle too long: one timer for the pool rather
+than one per connection (2.5 us a request on uvloop, about 2% of the client's CPU)."""
 
 Origin = tuple[str, str, int]
 """(scheme, host, port): what a pooled connection is reused for."""
@@ -65,13 +70,14 @@ class Pool(Generic[C]):
         self._timeout = timeout
         self._idle: dict[Origin, list[C]] = {}
         self._by_host: dict[str, set[Origin]] = {}
-        self._expiry: dict[C, asyncio.TimerHandle] = {}
-        """Every idle connection and the timer that closes it, longest idle first."""
+        self._since: dict[C, float] = {}
+        """Every idle connection and when it went idle (monotonic), longest idle first."""
+        self._sweep: asyncio.TimerHandle | None = None
         self.sockets = 0
         """Connections open or being opened, idle or in use."""
 
     def __len__(self) -> int:
-        return len(self._expiry)
+        return len(self._since)
 
     def uncount(self, connection: C) -> None:
         """``connection`` has closed: its socket no longer counts."""
@@ -82,11 +88,14 @@ class Pool(Generic[C]):
     def take(self, origin: Origin) -> C | None:
         """A live idle connection to ``origin`` (the newest), or None."""
         stack = self._idle.get(origin)
+        stale = time.monotonic() - self._timeout
         while stack:
             connection = stack[-1]
+            since = self._since[connection]
             self._remove(connection)
-            if not connection.closed:
+            if not connection.closed and since > stale:
                 return connection
+            connection.close()
         return None
 
     def put(self, connection: C) -> None:
@@ -94,7 +103,7 @@ class Pool(Generic[C]):
         if self._limit <= 0:
             connection.close()
             return
-        if len(self._expiry) >= self._limit:
+        if len(self._since) >= self._limit:
             self.evict_oldest()
         origin = connection.origin
         stack = self._idle.get(origin)
@@ -102,16 +111,31 @@ class Pool(Generic[C]):
             stack = self._idle[origin] = []
             self._by_host.setdefault(host_key(origin), set()).add(origin)
         stack.append(connection)
-        loop = asyncio.get_running_loop()
-        self._expiry[connection] = loop.call_later(self._timeout, connection.close)
+        self._since[connection] = time.monotonic()
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_EVERY, self._expire)
+
+    def _expire(self) -> None:
+        """Close the connections idle longer than ``timeout``; sweep again later while
+        any is idle."""
+        self._sweep = None
+        stale = time.monotonic() - self._timeout
+        while self._since:
+            oldest, since = next(iter(self._since.items()))
+            if since > stale:
+                break
+            self._remove(oldest)
+            oldest.close()
+        if self._since:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_EVERY, self._expire)
 
     def forget(self, connection: C) -> None:
         """Take ``connection`` out of the pool, if it is there (it was closed)."""
-        if connection in self._expiry:
+        if connection in self._since:
             self._remove(connection)
 
     def _remove(self, connection: C) -> None:
-        self._expiry.pop(connection).cancel()
+        del self._since[connection]
         origin = connection.origin
         stack = self._idle[origin]
         stack.remove(connection)
@@ -125,7 +149,7 @@ class Pool(Generic[C]):
 
     def evict_oldest(self) -> bool:
         """Close the connection idle longest; False when none is idle."""
-        oldest = next(iter(self._expiry), None)
+        oldest = next(iter(self._since), None)
         if oldest is None:
             return False
         oldest.close()
@@ -148,6 +172,9 @@ class Pool(Generic[C]):
         return len(dropped)
 
     def close(self) -> None:
-        """Close every idle connection."""
-        for connection in list(self._expiry):
+        """Close every idle connection, and stop sweeping."""
+        for connection in list(self._since):
             connection.close()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
