@@ -29,7 +29,7 @@ from test_http_client import (
     new_client,
     response,
 )
-from trawl.config import CrawlConfig, Politeness, Timeouts
+from trawl.config import CrawlConfig, LeasePolicy, Politeness, Timeouts
 from trawl.crawl.runner import build_engine
 from trawl.demo.server import listening_socket, loopback_address
 from trawl.fetch.pool import IDLE_TIMEOUT, KEEP_WINDOW
@@ -193,3 +193,29 @@ async def test_dropping_a_hosts_idle_connections_leaves_the_others() -> None:
         finally:
             await client.close()
     assert client.opened == 2
+
+
+async def test_a_host_given_back_loses_its_connection_at_once(tmp_path: Path) -> None:
+    # One host held at a time: the first is given back once it has nothing left, for
+    # the second to be leased, and its connection closes then, not at the pool's sweep.
+    hosts = ["q0.test", "q1.test"]
+    async with HostsServer(hosts).running() as server:
+        config = CrawlConfig(
+            seeds=tuple(f"http://{host}:{server.port}/" for host in hosts),
+            data_dir=tmp_path / "crawl",
+            resolve=server.addresses,
+            allow_networks=(ipaddress.ip_network("127.0.0.0/8"),),
+            politeness=Politeness(delay=QUICK_DELAY, response_factor=0.0),
+            timeouts=Timeouts(connect=2.0, total=10.0),
+            leases=LeasePolicy(max_hosts=1),
+            soft_404=False,
+            rng_seed=1,
+        )
+        async with build_engine(config) as crawler:
+            summary = await crawler.run()
+    assert summary.fetched == len(hosts) * QUICK_PAGES
+    first, second = sorted(hosts, key=lambda host: server.of(host)[0].requests[0][1])
+    (given_back,) = server.of(first)
+    assert given_back.closed_at is not None
+    assert given_back.closed_at - given_back.requests[-1][1] < IDLE_TIMEOUT - CLOSED_WITHIN
+    assert given_back.closed_at < server.of(second)[0].requests[0][1]

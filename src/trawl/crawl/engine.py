@@ -339,7 +339,11 @@ class Crawler:
         group.create_task(settle()).add_done_callback(lambda _: job.close())
 
     async def _release(self, release: Release) -> None:
-        """Write a host's release after every result of it handed in so far."""
+        """Write a host's release after every result of it handed in so far; its idle
+        connection is closed now, as it has nothing left here."""
+        slot = self._scheduler.find(release.host_id)
+        if slot is not None:
+            self._fetcher.host_rests(slot.name, 0.0, waiting=False)
         await self._committer.submit(CommitBatch(releases=[release]))
 
     async def _renew_loop(self) -> None:

@@ -220,7 +220,8 @@ class PageJob:
         self._scheduler.finished(slot, result.response_time, wait)
         # An answer may bring the host more URLs (its links, once committed and claimed):
         # its connection is kept for them if its next turn comes soon.
-        waiting = bool(slot.queue) or decision.verdict is Verdict.ANSWERED
+        answered = decision.verdict is Verdict.ANSWERED and slot.refused is None
+        waiting = bool(slot.queue) or answered
         self._fetcher.host_rests(slot.name, self._scheduler.turn_in(slot), waiting)
         self._wake.set()
 

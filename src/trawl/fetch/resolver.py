@@ -321,10 +321,10 @@ class GuardedResolver:
         next turn), looking it up in the background ahead of then if it will not be.
         Returns at once."""
         name = host.lower().rstrip(".")
-        if self._resolved(name) or name in self._inflight or name in self._waiting:
-            return
         entry = self._cache.get(name)
         if entry is not None and entry.expires > self._clock() + within + PREFETCH_MARGIN:
+            return
+        if name in self._inflight or name in self._waiting or self._resolved(name):
             return
         timer = self._timers.pop(name, None)
         if timer is not None:
