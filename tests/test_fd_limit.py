@@ -36,7 +36,9 @@ from trawl.fetch.fdlimit import FD_RESERVE
 from trawl.fetch.resolver import GuardedResolver
 
 HOSTS, PAGES = 150, 3
-LOW_LIMIT = 200
+LOW_LIMIT = 150
+"""Soft and hard: connections get a quarter (37), fewer than the 64 requests a crawl
+starts with in flight."""
 
 
 def limited(soft: int, hard: int) -> Callable[[], None]:

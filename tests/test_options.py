@@ -29,7 +29,7 @@ SEED = "http://a.test/"
 SAMPLES = {
     "seeds": "http://b.test/", "user_agent": "agent/1", "contact": "mailto:me@a.test",
     "store": "postgresql://db/x", "crawl": "other", "worker_id": "w9", "strip_params": "sid",
-    "data_dir": "elsewhere", "events": "events.jsonl", "hosts_file": "hosts",
+    "data_dir": "elsewhere", "events": "events.jsonl", "hosts_file": "hosts", "ca_file": "ca.pem",
     "include": "/a/", "exclude": "/b/", "allow_network": "10.0.0.0/8",
     "nameserver": "127.0.0.1", "resolve": "a.test=127.0.0.1", "handler": "books:book",
 }  # fmt: skip

@@ -64,14 +64,22 @@ def https_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     thread.join(timeout=10)
 
 
-def test_the_certificate_must_name_the_host(https_server: tuple[int, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("trust", ["--ca-file", "SSL_CERT_FILE"])
+def test_the_certificate_must_name_the_host(
+    https_server: tuple[int, Path], tmp_path: Path, trust: str
+) -> None:
     port, ca = https_server
     seeds = [f"https://{GOOD}:{port}/", f"https://{OTHER}:{port}/"]
     command = [sys.executable, "-m", "trawl", "crawl", *seeds, "--resolve", f"{GOOD}=127.0.0.1",
                "--resolve", f"{OTHER}=127.0.0.1", "--allow-network", "127.0.0.1/32",
                "--data-dir", str(tmp_path / "crawl"), "--json", "--no-progress",
                "--retry-attempts", "1", "--no-soft-404"]  # fmt: skip
-    env = {**os.environ, "SSL_CERT_FILE": str(ca)}
+    env = dict(os.environ)
+    env.pop("SSL_CERT_FILE", None)
+    if trust == "--ca-file":
+        command += ["--ca-file", str(ca)]  # the system's trust store stays in use besides
+    else:
+        env["SSL_CERT_FILE"] = str(ca)
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
@@ -88,3 +96,17 @@ def test_the_certificate_must_name_the_host(https_server: tuple[int, Path], tmp_
     # failure on OTHER's robots.txt makes it unreachable, so nothing of it is fetched.
     assert (rows[seeds[1]]["status"], rows[seeds[1]]["error"]) == (None, "tls")
     assert summary["unreachable_hosts"] == 1
+
+
+@pytest.mark.parametrize("content", [None, "not a certificate\n"])
+def test_an_unusable_ca_file_is_one_line_and_exit_2(tmp_path: Path, content: str | None) -> None:
+    ca = tmp_path / "ca.pem"
+    if content is not None:
+        ca.write_text(content)
+    command = [sys.executable, "-m", "trawl", "crawl", f"https://{GOOD}/", "--ca-file", str(ca),
+               "--data-dir", str(tmp_path / "crawl"), "--no-progress"]  # fmt: skip
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1
+    assert "Traceback" not in run.stderr
+    assert f"--ca-file {ca}" in run.stderr

@@ -82,6 +82,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
             response_factor=values["response_factor"],
             max_delay=values["max_delay"],
             per_ip=values["per_ip"],
+            per_ip_max=values["per_ip_max"],
         ),
         limits=Limits(
             max_pages=values["max_pages"],
@@ -112,6 +113,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         allow_networks=parse_networks(list(values["allow_network"] or ())),
         nameservers=tuple(values["nameserver"] or ()),
         hosts_file=_path(values["hosts_file"]),
+        ca_file=_path(values["ca_file"]),
         warc=bool(values["warc"]),
         warc_max_size=values["warc_max_size"],
         text=bool(values["text"]),

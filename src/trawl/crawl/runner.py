@@ -41,6 +41,7 @@ from trawl.content.events import EventWriter
 from trawl.content.stage import ContentStage
 from trawl.content.text_files import TextWriter
 from trawl.content.warc import WarcWriter
+from trawl.crawl.capacity import AUTO_REQUESTS
 from trawl.crawl.commit import OnItems
 from trawl.crawl.engine import Crawler
 from trawl.crawl.gc_tuning import young_gc_threshold
@@ -48,6 +49,7 @@ from trawl.crawl.run_record import RUN_STARTED_KEY
 from trawl.crawl.seeds import seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
+from trawl.fetch.client import tls_context
 from trawl.fetch.fdlimit import raise_fd_limit
 from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
@@ -161,7 +163,7 @@ async def build_engine(
                 user_agent=config.user_agent,
                 timeouts=config.timeouts,
                 max_body=config.limits.max_body,
-                concurrency=config.concurrency,
+                concurrency=config.concurrency or AUTO_REQUESTS,
                 resolver=GuardedResolver(
                     AddressPolicy(config.allow_networks),
                     overrides=config.resolve,
@@ -169,6 +171,7 @@ async def build_engine(
                     backend=AiodnsBackend(config.nameservers),
                 ),
                 recorder=recorder,
+                tls=tls_context(config.ca_file),
             )
         )
         content = None

@@ -9,20 +9,17 @@ where every microsecond delays the answers of other hosts.
 
 Every connection goes to an address the guarded resolver has checked, and TLS is
 verified against the host name. Idle connections are pooled per origin
-(trawl.fetch.pool), at most ``max_idle`` in all, each closed after ``idle_timeout``
-(4.5 s, under Apache's 5 s), and a host's at once on :meth:`HttpClient.drop_idle`, which
-the crawl calls when the host goes to rest for longer than that. Open connections, idle
-or not, stay within ``max_open`` (what the file-descriptor limit leaves for them,
-trawl.fetch.fdlimit): a new one first closes the connection idle longest, and with none
-idle it is refused with :class:`OutOfFiles`, as it is when the system says EMFILE or
-ENFILE; nothing was asked of the host then.
+(trawl.fetch.pool): at most ``max_idle``, each closed after ``idle_timeout`` (4.5 s, under
+Apache's 5 s) and a host's at once on :meth:`HttpClient.drop_idle`, called when the host
+goes to rest for longer. Open ones, idle or not, stay within ``max_open``, what the
+file-descriptor limit leaves them (trawl.fetch.fdlimit): the one idle longest makes
+room; with none idle, or on EMFILE or ENFILE, :class:`OutOfFiles`, nothing asked.
 
-A request on a reused connection that the server closed meanwhile before any byte of the
-answer (a FIN, a reset while the request is written or its answer awaited, a write the
-transport refuses), or answered with a 408 as it timed the connection out, is sent once
-more on a fresh connection: a server may close an idle connection at any time. So a
-failure reaches the caller (and a host's circuit breaker) only from a fresh connection,
-or from a reused one that had begun to answer.
+A request on a reused connection that the server ended before any byte of the answer (a
+FIN, a reset as the request is written or its answer awaited, a write the transport
+refuses) or answered with a 408 as it timed it out goes once more on a fresh connection:
+a server may close an idle connection at any time. So only a fresh connection's failure,
+or a reused one's that had begun to answer, reaches the caller and a host's breaker.
 """
 
 from __future__ import annotations
@@ -35,19 +32,20 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Self, cast
 from urllib.parse import urlsplit
 
 import httptools
 
-from trawl.fetch.pool import IDLE_TIMEOUT, Origin, Pool
+from trawl.errors import UsageError
+from trawl.fetch.pool import DEFAULT_PORTS, IDLE_TIMEOUT, Origin, Pool
 from trawl.fetch.resolver import GuardedResolver
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers an answer may have (aiohttp allowed 8 KiB a line)."""
 BUFFER_HIGH = 256 * 1024
 """Body bytes buffered before the connection stops reading until the reader catches up."""
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 REQUEST_TIMEOUT = 408
 _NO_FILES = frozenset({errno.EMFILE, errno.ENFILE})
 """Why ``socket()`` fails when the process (or the system) has no file descriptor left."""
@@ -511,6 +509,7 @@ class HttpClient:
         for address in addresses:
             self._make_room(host)
             self._pool.sockets += 1
+            connection = None
             try:
                 async with asyncio.timeout(self._connect_timeout):
                     _, connection = await loop.create_connection(
@@ -521,22 +520,18 @@ class HttpClient:
                         server_hostname=host.strip("[]") if context is not None else None,
                     )
             except ssl.SSLError as exc:
-                self._pool.sockets -= 1
                 raise TlsFailed(f"TLS with {host}: {exc}") from exc
             except (OSError, TimeoutError) as exc:
-                self._pool.sockets -= 1
                 if isinstance(exc, OSError) and exc.errno in _NO_FILES:
                     raise OutOfFiles(f"no file descriptor to connect to {host}: {exc}") from exc
                 failure = exc
                 refused += isinstance(exc, ConnectionRefusedError)
                 continue
-            except BaseException:
-                self._pool.sockets -= 1
-                raise
-            if connection.closed:  # lost before this task resumed: it counts no more
-                self._pool.sockets -= 1
-            else:
-                connection.counted = True
+            finally:
+                # Counted from now on unless it failed, or was lost before this resumed.
+                if connection is None or connection.closed:
+                    self._pool.sockets -= 1
+            connection.counted = not connection.closed
             self.opened += 1
             connection.opened_at = asked
             return connection
@@ -547,8 +542,7 @@ class HttpClient:
         raise ConnectFailed(f"cannot connect to {host}:{port}: {failure}")
 
     def _make_room(self, host: str) -> None:
-        """Make room under ``max_open`` for one more socket, closing the connection idle
-        longest if need be; OutOfFiles when every one is in use."""
+        """Room under ``max_open`` for one more socket: OutOfFiles if none is idle."""
         if self._max_open is None or self._pool.sockets < self._max_open:
             return
         if not self._pool.evict_oldest():
@@ -569,6 +563,21 @@ def _default_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+def tls_context(ca_file: Path | None = None) -> ssl.SSLContext:
+    """The context https answers are verified with: the system's trust store and
+    defaults, and the CA certificates in the PEM file ``ca_file`` besides. A file that
+    cannot be read or holds no certificate is a :class:`UsageError`."""
+    if ca_file is None:
+        return _default_context()
+    context = ssl.create_default_context()
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"--ca-file {ca_file}: {reason}") from None
+    return context
+
+
 def _split(url: str) -> tuple[Origin, str, str]:
     """(origin, request target, Host header) of an absolute http(s) URL."""
     try:
@@ -578,11 +587,11 @@ def _split(url: str) -> tuple[Origin, str, str]:
         raise InvalidTarget(f"bad URL {url!r}: {exc}") from exc
     scheme = parts.scheme.lower()
     host = parts.hostname
-    if scheme not in _DEFAULT_PORTS or not host:
+    if scheme not in DEFAULT_PORTS or not host:
         raise InvalidTarget(f"not an http(s) URL with a host: {url!r}")
     if _UNSENDABLE.search(url):
         raise InvalidTarget(f"a space, control or non-ASCII character in URL {url!r}")
-    default = _DEFAULT_PORTS[scheme]
+    default = DEFAULT_PORTS[scheme]
     named = f"[{host}]" if ":" in host else host
     target = parts.path or "/"
     if parts.query:

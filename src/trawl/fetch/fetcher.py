@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import enum
 import logging
+import ssl
 import time
 import zlib
 from collections.abc import Callable
@@ -240,8 +241,10 @@ class Fetcher(AsyncResource):
         concurrency: int,
         resolver: GuardedResolver,
         recorder: Recorder | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._user_agent = user_agent
+        self._tls = tls
         self._timeouts = timeouts
         self._max_body = max_body
         self._concurrency = concurrency
@@ -279,6 +282,7 @@ class Fetcher(AsyncResource):
             connect_timeout=self._timeouts.connect,
             max_idle=max(IDLE_CONNECTIONS, self._concurrency),
             max_open=fd_budget(),
+            ssl_context=self._tls,
         )
         return self
 

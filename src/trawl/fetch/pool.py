@@ -36,14 +36,14 @@ than one per connection (2.5 us a request on uvloop, about 2% of the client's CP
 
 Origin = tuple[str, str, int]
 """(scheme, host, port): what a pooled connection is reused for."""
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def host_key(origin: Origin) -> str:
     """The host of ``origin`` as the crawl names it: its port only when not the
     scheme's default (trawl.extract.urls ``host_key``)."""
     scheme, host, port = origin
-    return host if _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    return host if DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
 
 
 class Pooled(Protocol):

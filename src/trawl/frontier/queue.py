@@ -1,9 +1,10 @@
 """The frontier: per-host queues live in the store; RAM holds a bounded buffer.
 
 Hosts are the unit of ownership. The frontier leases hosts from the store (at most
-``LeasePolicy.max_hosts`` at a time, soonest eligible first) and only ever claims URLs
-of hosts it holds, so whatever the number of workers sharing a store, one host is served
-by one worker at a time; one crawl process is simply a single worker. A lease lasts
+``max_hosts`` at a time, a limit trawl.crawl.capacity moves; soonest eligible first) and
+only ever claims URLs of hosts it holds, so whatever the number of workers sharing a
+store, one host is served by one worker at a time; one crawl process is simply a single
+worker. A lease lasts
 ``ttl`` seconds and is renewed by :meth:`Frontier.renew` while the host is held; a host
 with nothing to do is given back when the worker holds its maximum of hosts, and every
 held host when the worker stops (:class:`Release`, written through the committer after
@@ -24,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from trawl.config import LeasePolicy
+from trawl.config import START_HOSTS, LeasePolicy
 from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
 from trawl.store.protocols import LeasedFrontier
 from trawl.store.values import QueuedURL, Release
@@ -55,6 +56,8 @@ class Frontier:
         self._scheduler = scheduler
         self._capacity = capacity
         self._policy = leases or LeasePolicy()
+        self.max_hosts = self._policy.max_hosts or START_HOSTS
+        """Hosts held at most; the engine moves it (trawl.crawl.capacity)."""
         self._on_release = on_release
         self._on_lease = on_lease
         self._clock = clock
@@ -75,6 +78,16 @@ class Frontier:
     def held(self) -> list[HostSlot]:
         """The slots of the hosts this worker holds a lease on."""
         return list(self._held.values())
+
+    @property
+    def holding(self) -> int:
+        """How many hosts this worker holds a lease on."""
+        return len(self._held)
+
+    @property
+    def full(self) -> bool:
+        """Every host slot is taken."""
+        return len(self._held) >= self.max_hosts
 
     def _share(self) -> int:
         """How many URLs a refill buffers per host now: a fair part of the free room."""
@@ -108,7 +121,7 @@ class Frontier:
             self.refilling = False
 
     async def _lease_more(self) -> None:
-        room = self._policy.max_hosts - len(self._held)
+        room = self.max_hosts - len(self._held)
         if room <= 0:
             return
         started = self._clock()
@@ -147,7 +160,7 @@ class Frontier:
             # A lease lost while the claim ran: the URLs are the next owner's to take back.
             if slot is not None and slot.generation == generations[host_id]:
                 self._scheduler.add(slot, urls)
-        if len(self._held) >= self._policy.max_hosts:
+        if self.full:
             # Make room for hosts with work: give back the held ones that have none now.
             for host_id in wanted.keys() - by_host.keys():
                 slot = self._held.get(host_id)
