@@ -100,6 +100,7 @@ class Crawler:
             config.limits.memory_queue,
             config.leases,
             on_release=self._release,
+            on_lease=lambda slot, wait: fetcher.prefetch(slot.name, wait),
             clock=clock,
         )
         self._frontier.max_hosts = self._capacity.hosts
@@ -345,7 +346,11 @@ class Crawler:
         group.create_task(settle()).add_done_callback(lambda _: job.close())
 
     async def _release(self, release: Release) -> None:
-        """Write a host's release after every result of it handed in so far."""
+        """Write a host's release after every result of it handed in so far; its idle
+        connection is closed now, as it has nothing left here."""
+        slot = self._scheduler.find(release.host_id)
+        if slot is not None:
+            self._fetcher.host_rests(slot.name, 0.0, waiting=False)
         await self._committer.submit(CommitBatch(releases=[release]))
 
     async def _renew_loop(self) -> None:

@@ -9,7 +9,9 @@ worker. A lease lasts
 with nothing to do is given back when the worker holds its maximum of hosts, and every
 held host when the worker stops (:class:`Release`, written through the committer after
 the host's last results); the next owner inherits its politeness time. A host is not
-leased again while its release is on its way.
+leased again while its release is on its way. Each host leased is announced to
+``on_lease`` with the seconds until it may first be asked: the engine has its name looked
+up ahead of that (trawl.fetch.resolver).
 
 :meth:`Frontier.refill` tops up the held hosts' slots in batches: each gets a fair share
 of the free buffer space, claimed in one transaction, lowest queue rank first
@@ -32,6 +34,8 @@ MAX_BATCH = 256
 
 
 OnRelease = Callable[[Release], Awaitable[None]]
+OnLease = Callable[[HostSlot, float], None]
+"""Hears of each host leased, and in how many seconds it may first be asked."""
 
 
 class Frontier:
@@ -45,6 +49,7 @@ class Frontier:
         leases: LeasePolicy | None = None,
         *,
         on_release: OnRelease | None = None,
+        on_lease: OnLease | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         self._store = store
@@ -54,6 +59,7 @@ class Frontier:
         self.max_hosts = self._policy.max_hosts or START_HOSTS
         """Hosts held at most; the engine moves it (trawl.crawl.capacity)."""
         self._on_release = on_release
+        self._on_lease = on_lease
         self._clock = clock
         self._held: dict[int, HostSlot] = {}
         self._releasing: set[int] = set()
@@ -127,7 +133,10 @@ class Frontier:
             slot = self._scheduler.slot(lease.host_id, lease.name)
             slot.lease(lease.generation, started + self._policy.ttl)
             self._held[lease.host_id] = slot
-            self._scheduler.hold(slot, started + max(0.0, lease.next_eligible_at - wall))
+            wait = max(0.0, lease.next_eligible_at - wall)
+            self._scheduler.hold(slot, started + wait)
+            if self._on_lease is not None:
+                self._on_lease(slot, wait)
 
     async def _claim(self) -> int:
         if self._capacity - self._scheduler.buffered <= 0:

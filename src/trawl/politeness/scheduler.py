@@ -180,6 +180,11 @@ class HostSlot:
         self.robots_pending = False
         return self.robots_failures
 
+    def robots_not_asked(self) -> None:
+        """The host's robots.txt could not be asked for (no connection could be opened):
+        it is asked again, no failed try counted."""
+        self.robots_pending = False
+
     def robots_unavailable(self, until: float) -> None:
         """The host's robots.txt stayed unavailable: everything is disallowed until clock
         time ``until``, when it is read anew (RFC 9309)."""
@@ -374,6 +379,10 @@ class HostScheduler:
             waiting, ip.waiting = ip.waiting, set()
             for host_id in waiting:
                 self._schedule(self._slots[host_id])
+
+    def turn_in(self, slot: HostSlot) -> float:
+        """Seconds until the host's next turn may come, its address's rest included."""
+        return max(0.0, self._ready_at(slot) - self._clock())
 
     def hold(self, slot: HostSlot, until: float) -> None:
         """Keep the host idle until clock time ``until`` (the time a previous owner of its
