@@ -283,7 +283,7 @@ def test_crawl_help_lists_options_by_topic_with_defaults_and_examples(
         if option.default_text is not None:
             assert f"[default: {option.default_text}]" in " ".join(run.out.split()), option.name
     text = " ".join(run.out.split())
-    assert "[default: 64]" in text
+    assert "[default: sized as the crawl runs, from 64]" in text
     assert "(1% false positives)" in text
     examples = run.out.split("Examples:", 1)[1]
     assert "trawl crawl https://example.com/ --contact " in examples

@@ -350,8 +350,9 @@ class HostScheduler:
         ip = slot.ip
         if ip is not None:
             ip.inflight += 1
-            if ip.limit > 1:
-                ip.next_ready = max(ip.next_ready, now + self._politeness.delay / ip.limit)
+            # Spaced even while the limit is still 1: a second site seen on the address
+            # raises it, and the start after must keep its distance.
+            ip.next_ready = max(ip.next_ready, now + self._politeness.delay / ip.limit)
         self._schedule(slot)
 
     def delay_after(self, slot: HostSlot, response_time: float) -> float:
