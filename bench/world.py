@@ -49,7 +49,7 @@ from bench.world_log import (
     read_store,
 )  # fmt: skip
 from bench.world_map import SHARED_ADDRESSES, ZONES, GroundTruth, World, WorldParams, ground_truth
-from bench.world_monitor import Monitor, Sample, memory_fit
+from bench.world_monitor import Monitor, Sample, memory_fit, rss_per_held_host
 from bench.world_server import ServerConfig
 
 __all__ = ["WorldResult", "main", "make_certificates", "run_world"]
@@ -122,6 +122,8 @@ class WorldResult:
     max_inflight_per_host: int
     max_inflight_per_shared_address: dict[str, int]
     statuses: dict[str, int]
+    rss_growth_per_held_host: float | None
+    """(peak RSS - least RSS) / most hosts held: an upper bound per held host."""
     bytes_per_held_host: float | None
     bytes_per_connected_host: float | None
     audit: Audit
@@ -139,13 +141,26 @@ class WorldResult:
             found.append(f"{self.max_inflight_per_host} requests in flight on one host")
         return found
 
+    def by_minute(self) -> str:
+        """Pages/s of each minute of the run, from the samples."""
+        minutes: dict[int, list[float]] = {}
+        for sample in self.series:
+            minutes.setdefault(int(max(0.0, sample.seconds - 0.01) // 60), []).append(
+                sample.pages_per_second
+            )
+        return ", ".join(f"{sum(v) / len(v):.0f}" for _, v in sorted(minutes.items())) or "-"
+
     def table(self) -> str:
         a = self.audit
+        growth = self.rss_growth_per_held_host
         fit = (
-            "not enough samples" if self.bytes_per_held_host is None
-            else f"{self.bytes_per_held_host:.0f} B per held host, "
-            f"{self.bytes_per_connected_host:.0f} B per connected host (least squares)"
-        )  # fmt: skip
+            "no samples" if growth is None else f"RSS growth / most hosts held {growth:.0f} B"
+        ) + (
+            "; fit: held hosts and connections did not vary apart"
+            if self.bytes_per_held_host is None
+            else f"; fit: {self.bytes_per_held_host:.0f} B per held host, "
+            f"{self.bytes_per_connected_host:.0f} B per connected host"
+        )
         rows = [
             ("world", f"{self.hosts} hosts x ~{self.pages_per_host} pages, {self.seeds} seeds; "
                       f"truth {self.truth_pages} pages, {self.truth_discovered} URLs"),
@@ -154,6 +169,7 @@ class WorldResult:
                     + f", trawl exit {self.trawl_exit}"),
             ("pages/s", f"{self.pages_per_second:.1f} ({self.pages} pages, "
                         f"peak interval {self.peak_pages_per_second:.1f})"),
+            ("pages/s by minute", self.by_minute()),
             ("requests", f"{self.requests}; statuses {self.statuses}"),
             ("trawl CPU", f"{self.cpu_ms_per_page:.2f} ms/page (process tree)"),
             ("trawl RSS, fds", f"peak {self.peak_rss_mb:.0f} MB, peak {self.peak_trawl_fds} fds"),
@@ -252,6 +268,7 @@ def run_world(
     with contextlib.ExitStack() as stack:
         if run_dir is None:
             run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trawl-world-")))
+        run_dir.mkdir(parents=True, exist_ok=True)
         run = _Run(world, run_dir, processes)
         ca, cert, key = make_certificates(run_dir)
         p = params
@@ -318,7 +335,9 @@ class _Run:
         """Run trawl to its exit, or SIGINT it after ``duration`` seconds (0: never)."""
         started = time.perf_counter()
         with (self.where / "trawl.err").open("w") as errors:
-            trawl = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+            trawl = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+            )
         monitor = Monitor(trawl.pid, servers, self.logs, self.metrics_port, self.data,
                           interval, out)  # fmt: skip
         monitor.start()
@@ -387,10 +406,15 @@ def _result(
         violation_examples=[v.line() for v in violations[:10]],
         max_inflight_per_host=max(per_host.values(), default=0),
         max_inflight_per_shared_address=per_address, statuses=statuses,
+        rss_growth_per_held_host=_rounded(rss_per_held_host(samples)),
         bytes_per_held_host=None if fit is None else round(fit[0], 1),
         bytes_per_connected_host=None if fit is None else round(fit[1], 1),
         audit=audit, series=samples,
     )  # fmt: skip
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def world_page(world: World, name: str, path: str) -> bool:
@@ -434,6 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # fmt: skip
     if args.hosts < 1 or args.pages < 1 or args.processes < 1:
         parser.error("--hosts, --pages and --processes must be at least 1")
+    # SIGTERM unwinds like an exception, so trawl and the helpers are stopped too.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     http_port = _free_port()
     params = WorldParams(args.hosts, args.pages, args.seed, http_port, _free_port())
     result = run_world(

@@ -26,9 +26,10 @@ from typing import TextIO
 
 from bench.procstat import TICKS, read_stat
 
-__all__ = ["Monitor", "Sample", "memory_fit", "tree_pids"]
+__all__ = ["Monitor", "Sample", "memory_fit", "rss_per_held_host", "tree_pids"]
 
 HELD_GAUGE = "trawl_hosts_held"
+MAX_CORRELATION = 0.95
 _GAUGE_WORDS = ("host", "worker", "inflight", "in_flight", "held", "connection", "fd")
 
 
@@ -197,7 +198,8 @@ class Monitor(threading.Thread):
                     pages += 1
         pids = tree_pids(self.trawl)
         ticks = _cpu_ticks(pids)
-        cpu = (ticks - self._trawl_ticks) / TICKS
+        # An exiting worker takes its ticks with it: a negative step is no CPU.
+        cpu = max(0, ticks - self._trawl_ticks) / TICKS
         self._trawl_ticks = ticks
         server_ticks = _cpu_ticks([s.pid for s in self.servers])
         server_cpu = (server_ticks - self._server_ticks) / TICKS
@@ -236,13 +238,33 @@ class Monitor(threading.Thread):
             log.close()
 
 
+def _correlation(xs: list[float], ys: list[float]) -> float:
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else 1.0
+
+
+def rss_per_held_host(samples: list[Sample]) -> float | None:
+    """(peak RSS - least RSS) / most hosts held: an upper bound of the bytes a held host
+    costs, since everything else that grew (URLs, caches) is charged to the hosts too."""
+    held = [s.held_hosts for s in samples if s.held_hosts > 0]
+    if not held:
+        return None
+    rss = [s.rss for s in samples if s.rss > 0]
+    return (max(rss) - min(rss)) / max(held)
+
+
 def memory_fit(samples: list[Sample]) -> tuple[float, float] | None:
     """Bytes of RSS per held host and per connected host: the least-squares fit of
-    ``rss = a + b * held_hosts + c * connections`` over the samples (None when the
-    samples cannot separate the two)."""
+    ``rss = a + b * held_hosts + c * connections`` over the samples. None when the
+    samples cannot separate the two: fewer than 4, or held hosts and connections moving
+    together (|correlation| above `MAX_CORRELATION`), or either constant."""
     rows = [(1.0, float(s.held_hosts), float(s.connections), float(s.rss)) for s in samples
             if s.held_hosts >= 0 and s.rss > 0]  # fmt: skip
-    if len(rows) < 4:
+    if len(rows) < 4 or abs(_correlation([r[1] for r in rows], [r[2] for r in rows])) > (
+        MAX_CORRELATION
+    ):
         return None
     # Normal equations (X^T X) beta = X^T y, solved by Gaussian elimination.
     matrix = [[sum(r[i] * r[j] for r in rows) for j in range(3)] + [sum(r[i] * r[3] for r in rows)]
