@@ -156,7 +156,7 @@ class WorldResult:
         fit = (
             "no samples" if growth is None else f"RSS growth / most hosts held {growth:.0f} B"
         ) + (
-            "; fit: held hosts and connections did not vary apart"
+            "; no fit: held hosts and connections do not explain the RSS apart"
             if self.bytes_per_held_host is None
             else f"; fit: {self.bytes_per_held_host:.0f} B per held host, "
             f"{self.bytes_per_connected_host:.0f} B per connected host"
@@ -269,7 +269,7 @@ def run_world(
         if run_dir is None:
             run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trawl-world-")))
         run_dir.mkdir(parents=True, exist_ok=True)
-        run = _Run(world, run_dir, processes)
+        run = _Run(run_dir, processes)
         ca, cert, key = make_certificates(run_dir)
         p = params
         world_args = [str(v) for v in (p.hosts, p.pages, p.seed, p.http_port, p.https_port)]
@@ -314,8 +314,8 @@ class _Crawl:
 class _Run:
     """The ports and files of one run."""
 
-    def __init__(self, world: World, where: Path, processes: int) -> None:
-        self.world, self.where = world, where
+    def __init__(self, where: Path, processes: int) -> None:
+        self.where = where
         self.dns_port = _free_port(socket.SOCK_DGRAM, "127.0.0.1")
         self.metrics_port = _free_port(address="127.0.0.1")
         self.counts = where / "dns.json"
@@ -458,12 +458,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # fmt: skip
     if args.hosts < 1 or args.pages < 1 or args.processes < 1:
         parser.error("--hosts, --pages and --processes must be at least 1")
+    try:
+        extra = shlex.split(args.extra)
+        _delay_of(extra)
+    except ValueError as error:
+        parser.error(f"--extra: {error}")
     # SIGTERM unwinds like an exception, so trawl and the helpers are stopped too.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     http_port = _free_port()
     params = WorldParams(args.hosts, args.pages, args.seed, http_port, _free_port())
     result = run_world(
-        params, duration=args.duration, extra=shlex.split(args.extra), interval=args.interval,
+        params, duration=args.duration, extra=extra, interval=args.interval,
         processes=args.processes, latency_scale=args.latency_scale,
         idle_timeout=args.idle_timeout, run_dir=args.run_dir, out=sys.stderr,
     )  # fmt: skip

@@ -258,8 +258,9 @@ def rss_per_held_host(samples: list[Sample]) -> float | None:
 def memory_fit(samples: list[Sample]) -> tuple[float, float] | None:
     """Bytes of RSS per held host and per connected host: the least-squares fit of
     ``rss = a + b * held_hosts + c * connections`` over the samples. None when the
-    samples cannot separate the two: fewer than 4, or held hosts and connections moving
-    together (|correlation| above `MAX_CORRELATION`), or either constant."""
+    samples cannot separate the two (fewer than 4, held hosts and connections moving
+    together: |correlation| above `MAX_CORRELATION`, or either constant) or the fit gives
+    a host a negative cost, which means something else drives the RSS."""
     rows = [(1.0, float(s.held_hosts), float(s.connections), float(s.rss)) for s in samples
             if s.held_hosts >= 0 and s.rss > 0]  # fmt: skip
     if len(rows) < 4 or abs(_correlation([r[1] for r in rows], [r[2] for r in rows])) > (
@@ -280,4 +281,5 @@ def memory_fit(samples: list[Sample]) -> tuple[float, float] | None:
                 matrix[row] = [
                     a - factor * b for a, b in zip(matrix[row], matrix[col], strict=True)
                 ]
-    return matrix[1][3] / matrix[1][1], matrix[2][3] / matrix[2][2]
+    per_held, per_connected = matrix[1][3] / matrix[1][1], matrix[2][3] / matrix[2][2]
+    return (per_held, per_connected) if per_held >= 0 and per_connected >= 0 else None

@@ -232,3 +232,5 @@ def test_memory_fit_recovers_known_costs() -> None:
     assert fit[0] == pytest.approx(2_000)
     assert fit[1] == pytest.approx(20_000)
     assert memory_fit(samples[:3]) is None
+    shrinking = [dataclasses.replace(s, rss=90_000_000 - 5_000 * s.held_hosts) for s in samples]
+    assert memory_fit(shrinking) is None  # a negative cost per host: no fit
