@@ -50,7 +50,7 @@ from bench.world_log import (
 )  # fmt: skip
 from bench.world_map import SHARED_ADDRESSES, ZONES, GroundTruth, World, WorldParams, ground_truth
 from bench.world_monitor import Monitor, Sample, memory_fit, rss_per_held_host
-from bench.world_server import ServerConfig
+from bench.world_server import ABANDONED, ServerConfig
 
 __all__ = ["WorldResult", "main", "make_certificates", "run_world"]
 
@@ -381,7 +381,7 @@ def _result(
     queries = dns.get("queries", {})
     statuses = dict(Counter(str(r.status) for r in requests))
     fit = memory_fit(samples)
-    lateness = [r.lateness_ms for r in requests]
+    lateness = [r.lateness_ms for r in requests if r.status != ABANDONED]
     return WorldResult(
         hosts=params.hosts, pages_per_host=params.pages, seeds=params.seed_count,
         truth_pages=len(truth.fetched), truth_discovered=len(truth.discovered),

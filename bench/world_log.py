@@ -4,11 +4,13 @@ whether trawl's store agrees with what was served.
 Politeness is read per host from the log alone, with the server's clocks. The server
 takes a request's start when its first byte arrives (after trawl sent it) and its end
 just before writing the response (before trawl reads it), so a gap the log shows between
-a response and the host's next request is never longer than the gap trawl kept: a gap
+a response and the host's next request is never shorter than the gap trawl kept: a gap
 shorter than the rule here is a real violation, never an artefact. The rules: never two
 requests of one host in flight, and after each response a rest of at least the crawl's
 delay, the host's robots.txt Crawl-delay once trawl has read it, and the Retry-After of a
-429 or 503.
+429 or 503. (One exception: a request the client abandoned ends in the log when the
+server saw the connection close, after the client closed it, so the gap after it gets
+`ABANDON_SLACK` of tolerance.)
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.world_map import GroundTruth, Host, World
-from bench.world_server import RETRY_AFTER
+from bench.world_server import ABANDONED, RETRY_AFTER
 
 __all__ = [
     "Audit", "Request", "Violation", "audit_store", "max_inflight_by", "parse", "percentile",
@@ -29,6 +31,9 @@ __all__ = [
 ]  # fmt: skip
 
 ROBOTS = "/robots.txt"
+ABANDON_SLACK = 0.01
+"""Seconds a gap after an abandoned request may fall short: its logged end is when the
+server saw the client close, a little after the client did."""
 DONE = 2
 """trawl's state of a URL fetched for good (trawl.store.values.State.DONE)."""
 
@@ -105,6 +110,8 @@ def politeness(requests: Sequence[Request], world: World, delay: float) -> list[
             if robots_read is not None and before.start > robots_read:
                 required = max(required, crawl_delay)
             required = max(required, RETRY_AFTER.get(before.status, 0))
+            if before.status == ABANDONED:
+                required -= ABANDON_SLACK
             gap = (after.start - before.end) / 1e9
             if after.start < before.end:
                 violations.append(Violation(name, "overlap", gap, required, before.status))

@@ -21,7 +21,9 @@ Access log, one line a request (space-separated)::
 
 ``start_ns`` is when the request's first byte arrived, ``end_ns`` just before the response
 is written (both CLOCK_MONOTONIC, shared by every process of the machine) and ``drawn_us``
-the latency drawn for it, so ``end - start - drawn`` is the server's own lateness. Every
+the latency drawn for it, so ``end - start - drawn`` is the server's own lateness. A
+request the client gave up on (closing the connection first) is logged too, with status
+`ABANDONED` (0), so that the politeness checks see it in flight. Every
 ``stats_interval`` seconds the server prints one JSON line on stdout: requests in flight,
 open connections, requests answered, connections refused, and the event loop's lag
 samples (ms, measured every `LAG_PERIOD` s). It prints ``ready`` once it listens.
@@ -55,6 +57,9 @@ SIGMA = math.log(20) / 2.326
 CAP = 10.0
 SLOW_FACTOR = 5.0
 RETRY_AFTER = {429: 2, 503: 3}
+ABANDONED = 0
+"""The status logged for a request whose client closed the connection before the answer:
+its end is when the server saw the close."""
 LAG_PERIOD = 0.05
 MAX_HEAD = 16_384
 _REASONS = {200: "OK", 404: "Not Found", 421: "Misdirected Request", 429: "Too Many Requests",
@@ -164,6 +169,7 @@ class WorldProtocol(asyncio.Protocol):
         self.idle: asyncio.TimerHandle | None = None
         self.local = ""
         self.name = ""
+        self.pending: tuple[asyncio.TimerHandle, str, str, float] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
@@ -185,9 +191,20 @@ class WorldProtocol(asyncio.Protocol):
             self.transport = None
         if self.idle is not None:
             self.idle.cancel()
-        if self.busy:
+        if self.busy and self.pending is not None:
+            handle, host, target, latency = self.pending
+            handle.cancel()
+            self._log(host, target, ABANDONED, latency)
             self.server.inflight -= 1
             self.busy = False
+
+    def _log(self, host: str, target: str, status: int, latency: float) -> None:
+        """One access-log line for the request in hand, ending now."""
+        self.server.lines.append(
+            f"{host} {target} {status} {self.start_ns} {time.monotonic_ns()} "
+            f"{round(latency * 1e6)} {self.local} {self.name}\n"
+        )
+        self.server.requests += 1
 
     def _arm_idle(self) -> None:
         loop = asyncio.get_running_loop()
@@ -228,25 +245,21 @@ class WorldProtocol(asyncio.Protocol):
         status, reply, latency = self.server.respond(host, path, self.local, self.tls)
         self.busy = True
         self.server.inflight += 1
-        asyncio.get_running_loop().call_later(
-            latency, self._reply, host, parts[1] if len(parts) == 3 else "-", status, reply,
-            latency, close,
-        )  # fmt: skip
+        target = parts[1] if len(parts) == 3 else "-"
+        handle = asyncio.get_running_loop().call_later(
+            latency, self._reply, host, target, status, reply, latency, close
+        )
+        self.pending = (handle, host, target, latency)
 
     def _reply(
         self, host: str, target: str, status: int, reply: bytes, latency: float, close: bool
     ) -> None:
         if self.transport is None:
             return
-        end_ns = time.monotonic_ns()
+        self._log(host, target, status, latency)
         self.transport.write(reply)
-        server = self.server
-        server.lines.append(
-            f"{host} {target} {status} {self.start_ns} {end_ns} {round(latency * 1e6)} "
-            f"{self.local} {self.name}\n"
-        )
-        server.requests += 1
-        server.inflight -= 1
+        self.pending = None
+        self.server.inflight -= 1
         self.busy = False
         if close:
             self.transport.close()

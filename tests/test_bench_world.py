@@ -9,6 +9,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import aiodns
@@ -234,3 +235,34 @@ def test_memory_fit_recovers_known_costs() -> None:
     assert memory_fit(samples[:3]) is None
     shrinking = [dataclasses.replace(s, rss=90_000_000 - 5_000 * s.held_hosts) for s in samples]
     assert memory_fit(shrinking) is None  # a negative cost per host: no fit
+
+
+def test_server_logs_a_request_the_client_abandons(tmp_path: Path) -> None:
+    from bench.world import make_certificates
+    from bench.world_server import ABANDONED, ServerConfig
+
+    _, cert, key = make_certificates(tmp_path)
+    log = tmp_path / "access.log"
+    config = ServerConfig(TINY.hosts, TINY.pages, TINY.seed, _free_port(), _free_port(),
+                          str(cert), str(key), str(log), stats_interval=0.1,
+                          latency_scale=20.0)  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.world_server", json.dumps(dataclasses.asdict(config))],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    host = World(dataclasses.replace(TINY, http_port=config.http_port)).host(0)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "ready"
+        with socket.create_connection((host.address, config.http_port)) as client:
+            client.sendall(f"GET / HTTP/1.1\r\nHost: {host.name}\r\n\r\n".encode())
+        for _ in range(100):
+            if log.read_text():
+                break
+            time.sleep(0.05)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    (line,) = parse(log.read_text().splitlines())
+    assert (line.host, line.path, line.status, line.local) == (host.name, "/", ABANDONED,
+                                                                host.address)  # fmt: skip
