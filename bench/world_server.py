@@ -50,7 +50,7 @@ import uvloop
 
 from bench.world_map import PRIVATE_PATH, Behaviour, Host, World, WorldParams
 
-__all__ = ["MEDIAN", "ServerConfig", "WorldProtocol", "main"]
+__all__ = ["MEDIAN", "ServerConfig", "WorldProtocol", "loopback_only", "main"]
 
 MEDIAN = 0.1
 SIGMA = math.log(20) / 2.326
@@ -149,6 +149,16 @@ class Server:
         )
 
 
+def loopback_only(local: object, peer: object) -> bool:
+    """Whether a connection's local and peer addresses (``sockname``, ``peername``) are
+    both IPv4 addresses in 127.0.0.0/8: the only connections the server talks to."""
+    return all(
+        isinstance(end, tuple) and isinstance(end[0], str) and end[0].startswith("127.")
+        and end[0].count(".") == 3
+        for end in (local, peer)
+    )  # fmt: skip
+
+
 def _response(status: int, body: bytes, kind: str, extra: str = "") -> bytes:
     head = (
         f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {kind}; charset=utf-8\r\n"
@@ -175,7 +185,7 @@ class WorldProtocol(asyncio.Protocol):
         transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
         local = transport.get_extra_info("sockname")
         peer = transport.get_extra_info("peername")
-        if not (local and peer and local[0].startswith("127.") and peer[0].startswith("127.")):
+        if not loopback_only(local, peer):
             self.server.refused += 1
             transport.abort()
             return

@@ -266,3 +266,13 @@ def test_server_logs_a_request_the_client_abandons(tmp_path: Path) -> None:
     (line,) = parse(log.read_text().splitlines())
     assert (line.host, line.path, line.status, line.local) == (host.name, "/", ABANDONED,
                                                                 host.address)  # fmt: skip
+
+
+def test_server_talks_to_loopback_only() -> None:
+    from bench.world_server import loopback_only
+
+    assert loopback_only(("127.1.0.7", 80), ("127.0.0.1", 50000))
+    assert not loopback_only(("192.0.2.2", 80), ("127.0.0.1", 50000))
+    assert not loopback_only(("127.1.0.7", 80), ("10.0.0.1", 50000))
+    assert not loopback_only(("::1", 80, 0, 0), ("::1", 5000, 0, 0))
+    assert not loopback_only(None, ("127.0.0.1", 50000))
