@@ -346,6 +346,7 @@ class _Run:
             while not (exited := os.wait4(trawl.pid, os.WNOHANG))[0]:
                 if duration and time.perf_counter() - started >= duration and stopped_ns is None:
                     stopped_ns = time.monotonic_ns()
+                    monitor.stopping = True
                     trawl.send_signal(signal.SIGINT)
                 time.sleep(0.1)
             _, status, usage = exited

@@ -56,6 +56,8 @@ class Sample:
     queued_hosts: int
     """Hosts with URLs queued in the store; -1 unknown."""
     gauges: dict[str, float] = field(default_factory=dict)
+    stopping: bool = False
+    """Taken after trawl was sent SIGINT: its shutdown, left out of the memory figures."""
 
     def line(self) -> str:
         gauges = " ".join(f"{k.removeprefix('trawl_')}={v:g}" for k, v in self.gauges.items())
@@ -147,6 +149,8 @@ class Monitor(threading.Thread):
         self.samples: list[Sample] = []
         self.lag_samples: list[float] = []
         self.server_cpu = 0.0
+        self.stopping = False
+        """Set once trawl is sent SIGINT; later samples are marked."""
         self._stats: dict[int, dict[str, int]] = {}
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -226,6 +230,7 @@ class Monitor(threading.Thread):
             held_hosts=int(gauges.get(HELD_GAUGE, held)),
             queued_hosts=queued,
             gauges=gauges,
+            stopping=self.stopping,
         )
 
     def stop(self) -> None:
@@ -248,10 +253,10 @@ def _correlation(xs: list[float], ys: list[float]) -> float:
 def rss_per_held_host(samples: list[Sample]) -> float | None:
     """(peak RSS - least RSS) / most hosts held: an upper bound of the bytes a held host
     costs, since everything else that grew (URLs, caches) is charged to the hosts too."""
-    held = [s.held_hosts for s in samples if s.held_hosts > 0]
+    held = [s.held_hosts for s in samples if s.held_hosts > 0 and not s.stopping]
     if not held:
         return None
-    rss = [s.rss for s in samples if s.rss > 0]
+    rss = [s.rss for s in samples if s.rss > 0 and not s.stopping]
     return (max(rss) - min(rss)) / max(held)
 
 
@@ -262,7 +267,7 @@ def memory_fit(samples: list[Sample]) -> tuple[float, float] | None:
     together: |correlation| above `MAX_CORRELATION`, or either constant) or the fit gives
     a host a negative cost, which means something else drives the RSS."""
     rows = [(1.0, float(s.held_hosts), float(s.connections), float(s.rss)) for s in samples
-            if s.held_hosts >= 0 and s.rss > 0]  # fmt: skip
+            if s.held_hosts >= 0 and s.rss > 0 and not s.stopping]  # fmt: skip
     if len(rows) < 4 or abs(_correlation([r[1] for r in rows], [r[2] for r in rows])) > (
         MAX_CORRELATION
     ):
