@@ -1,13 +1,16 @@
 """A real DNS server on loopback for resolver tests (dnslib, UDP, in a thread).
 
 Each name answers from a script: a list of answers, one per query, the last one
-repeated; an answer is a list of (address, ttl) records, empty for NXDOMAIN.
+repeated; an answer is a list of (address, ttl) records, empty for NXDOMAIN. Every
+answer can be held back ``latency`` seconds (each query has a thread of its own), as a
+slow resolver's would be; the A queries are counted and logged with when they came.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,13 +26,35 @@ Record = tuple[str, int]
 class ScriptedDns(BaseResolver, Resource):  # type: ignore[misc]
     """Answers each name from its script and counts the queries it gets."""
 
-    def __init__(self, script: Mapping[str, Sequence[Sequence[Record]]]) -> None:
+    def __init__(
+        self, script: Mapping[str, Sequence[Sequence[Record]]], *, latency: float = 0.0
+    ) -> None:
         self._script = {name.rstrip("."): list(answers) for name, answers in script.items()}
+        self._latency = latency
         self._lock = threading.Lock()
         self.queries: Counter[str] = Counter()
+        self.asked: list[tuple[str, float]] = []
+        """Each A query's name and when it came (``time.monotonic()``)."""
+        self.inflight = self.peak_inflight = 0
+        """A queries being answered now, and the most at once."""
         self._server: Any = None
 
     def resolve(self, request: Any, handler: Any) -> Any:
+        came = time.monotonic()
+        if not self._latency:
+            return self._answer(request, came)
+        counted = QTYPE[request.q.qtype] == "A"
+        with self._lock:
+            self.inflight += counted
+            self.peak_inflight = max(self.peak_inflight, self.inflight)
+        time.sleep(self._latency)
+        try:
+            return self._answer(request, came)
+        finally:
+            with self._lock:
+                self.inflight -= counted
+
+    def _answer(self, request: Any, came: float) -> Any:
         reply = request.reply()
         name = str(request.q.qname).rstrip(".")
         qtype = QTYPE[request.q.qtype]
@@ -40,6 +65,7 @@ class ScriptedDns(BaseResolver, Resource):  # type: ignore[misc]
                 return reply
             if qtype == "A":
                 self.queries[name] += 1
+                self.asked.append((name, came))
                 answer = answers[0] if len(answers) == 1 else answers.pop(0)
             else:
                 answer = answers[0]

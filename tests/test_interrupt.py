@@ -25,9 +25,15 @@ import pytest
 from trawl.cli.launch import INTERRUPTED
 from trawl.demo import Site, SiteServer, generate_site
 
+DELAY = 0.05
+"""The crawls' politeness delay: the seconds from one answer of a host to the next
+request, at least."""
+
 
 def make_site(port: int) -> Site:
-    """Enough pages that no crawl here ends before its interrupt."""
+    """Enough pages that no crawl here ends before its interrupt: www.trawl.test alone
+    has 83 pages to fetch one after another, which take at least 82 * `DELAY` (4.1 s),
+    twice the latest moment in `MOMENTS`."""
     return generate_site(port, hosts=4, pages_per_host=40)
 
 
@@ -51,7 +57,7 @@ class Interrupt:
 
 def crawl_command(server: SiteServer, data_dir: Path, *extra: str) -> list[str]:
     config = data_dir.with_name(f"{data_dir.name}.toml")
-    config.write_text("delay = 0.1\nresponse_factor = 0.5\n")
+    config.write_text(f"delay = {DELAY}\nresponse_factor = 0.5\n")
     return [
         sys.executable, "-m", "trawl", "crawl", *server.site.seeds, *server.resolve_args(),
         "--data-dir", str(data_dir), "--config", str(config), "--no-progress", "--json",

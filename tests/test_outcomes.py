@@ -8,6 +8,7 @@ import random
 import pytest
 
 from trawl.crawl.outcomes import (
+    NOT_ASKED_PAUSE,
     Answer,
     FetchDecision,
     RobotsVerdict,
@@ -264,6 +265,12 @@ def test_robots_txt_still_unavailable_after_the_last_try_disallows_all() -> None
     # A protocol error is a broken answer, not an unreachable host.
     broken = robots(None, failure=FetchError.PROTOCOL)
     assert judge(broken, last) == (RobotsVerdict.UNAVAILABLE, POLICY.cap, None)
+
+
+def test_robots_txt_not_asked_for_want_of_a_file_descriptor_is_no_try() -> None:
+    # Even after the last try: nothing reached the host, so nothing is given up.
+    answer = robots(None, failure=FetchError.FD_LIMIT)
+    assert judge(answer, POLICY.attempts - 1) == (RobotsVerdict.NOT_ASKED, NOT_ASKED_PAUSE, None)
 
 
 @pytest.mark.parametrize(

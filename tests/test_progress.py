@@ -81,7 +81,8 @@ def test_the_live_line_leaves_out_less_needed_figures_as_it_narrows() -> None:
 
 
 def slow_site(port: int) -> Site:
-    """Four hosts of 40 pages."""
+    """Four hosts of 40 pages: www.trawl.test alone has 83 pages to fetch one after
+    another, 82 politeness delays at least."""
     return generate_site(port, hosts=4, pages_per_host=40)
 
 
@@ -139,7 +140,7 @@ def number(text: str) -> int:
 def test_without_a_terminal_a_stats_line_comes_every_interval(tmp_path: Path) -> None:
     with SiteServer(slow_site) as server:
         done = subprocess.run(
-            crawl_command(server, tmp_path, "--stats-interval", "0.25", delay=0.05),
+            crawl_command(server, tmp_path, "--stats-interval", "0.25", delay=0.025),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -166,7 +167,7 @@ def test_stats_lines_are_json_objects_in_the_json_log_format(tmp_path: Path) -> 
     with SiteServer(slow_site) as server:
         done = subprocess.run(
             crawl_command(server, tmp_path, "--stats-interval", "0.5", "--log-format", "json",
-                          delay=0.05),
+                          delay=0.025),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr

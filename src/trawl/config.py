@@ -44,12 +44,15 @@ class Politeness:
     response_factor: float = 10.0
     max_delay: float = 60.0
     per_ip: int = 1
+    per_ip_max: int = 16
 
     def __post_init__(self) -> None:
         if self.per_host < 1:
             raise UsageError("--per-host must be at least 1")
         if self.per_ip < 1:
             raise UsageError("--per-ip must be at least 1")
+        if self.per_ip_max < 1:
+            raise UsageError("--per-ip-max must be at least 1")
         if self.delay < 0:
             raise UsageError("--delay must not be negative")
         if self.response_factor < 0 or self.max_delay < 0:
@@ -101,6 +104,12 @@ class Limits:
             raise UsageError("body, redirect and link caps must not be negative")
 
 
+START_HOSTS = 1024
+"""Hosts held at first when ``--max-hosts`` is not given (trawl.crawl.capacity)."""
+START_REQUESTS = 64
+"""Requests in flight at most at first when ``--concurrency`` is not given."""
+
+
 @dataclass(frozen=True, slots=True)
 class LeasePolicy:
     """How this worker holds hosts: its name in the store, the lease length in seconds
@@ -108,12 +117,13 @@ class LeasePolicy:
 
     worker: str = "local"
     ttl: float = 60.0
-    max_hosts: int = 1024
+    max_hosts: int | None = None
+    """At most this many hosts held; None: sized as the crawl runs (trawl.crawl.capacity)."""
 
     def __post_init__(self) -> None:
         if self.ttl <= 0:
             raise UsageError("--lease-ttl must be positive")
-        if self.max_hosts < 1:
+        if self.max_hosts is not None and self.max_hosts < 1:
             raise UsageError("--max-hosts must be at least 1")
 
     @property
@@ -232,7 +242,9 @@ class CrawlConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     breaker: Breaker = field(default_factory=Breaker)
     url_rules: NormalizeRules = DEFAULT_RULES
-    concurrency: int = 64
+    concurrency: int | None = None
+    """At most this many requests in flight (with pages not yet committed); None: sized
+    as the crawl runs (trawl.crawl.capacity)."""
     parse_workers: int | None = None
     user_agent: str = field(default_factory=lambda: default_user_agent(None))
     resolve: Mapping[str, str] = field(default_factory=dict)
@@ -291,7 +303,7 @@ class CrawlConfig:
         return self.text or self.events is not None
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
+        if self.concurrency is not None and self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
         if self.parse_workers is not None and self.parse_workers < 0:
             raise UsageError("--parse-workers must not be negative")

@@ -254,10 +254,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("per_host", Kind.INT, _POLITE, "Requests in flight per host.",
            default=_POLITENESS.per_host, metavar=_N),
     Option("per_ip", Kind.INT, _POLITE,
-           "Requests in flight per server address, over all its host names.",
+           "Requests in flight to a server address that serves one site.",
            default=_POLITENESS.per_ip, metavar=_N,
-           details="A shared server with 500 virtual hosts is one server and is treated as "
-                   "one; raise it together with `--per-host`."),
+           details="An address serving n sites allows N x ceil(sqrt(n)) requests in flight "
+                   "and as many request starts per `--delay`, up to `--per-ip-max`: a "
+                   "shared server of small sites is asked a few things at once, an address "
+                   "in front of hundreds of sites (a CDN) more. Each host keeps its own "
+                   "`--per-host` and `--delay`."),
+    Option("per_ip_max", Kind.INT, _POLITE,
+           "Requests in flight to one server address at most, however many sites it serves.",
+           default=_POLITENESS.per_ip_max, metavar=_N,
+           details="`--per-ip-max 1` asks every address one thing at a time."),
     Option("delay", Kind.FLOAT, _POLITE, "Minimum seconds between requests to one host.",
            default=_POLITENESS.delay, metavar=_S,
            details="The delay after a response is the largest of this, the host's robots.txt "
@@ -367,8 +374,11 @@ OPTIONS: tuple[Option, ...] = (
            "Seconds a host stays leased to this process without renewal; at least twice "
            "--timeout.",
            default=_LEASES.ttl, metavar=_S, kept=_LOCAL),
-    Option("max_hosts", Kind.INT, _STORE, "Hosts this process holds leases on at once.",
-           default=_LEASES.max_hosts, metavar=_N, kept=_LOCAL),
+    Option("max_hosts", Kind.INT, _STORE, "Hosts this process holds leases on at once, at most.",
+           metavar=_N, kept=_LOCAL, shown_default="sized as the crawl runs, from 1,024",
+           details="Without it the limit starts at 1,024 and grows while every host slot "
+                   "is taken and request slots go unused (a polite crawl of many hosts), "
+                   "up to 65,536; with it, the limit never passes N."),
     # Network safety
     Option("allow_network", Kind.LIST, _NETWORK,
            "Also fetch from this address range (repeatable); loopback, private and other "
@@ -418,8 +428,13 @@ OPTIONS: tuple[Option, ...] = (
            "URLs queued this long after it.",
            default=_FRESHNESS.horizon, metavar=_S),
     # Performance
-    Option("concurrency", Kind.INT, _PERF, "Requests in flight overall.",
-           default=_CRAWL.concurrency, metavar=_N, kept=_LOCAL),
+    Option("concurrency", Kind.INT, _PERF, "Requests in flight overall, at most.",
+           metavar=_N, kept=_LOCAL, shown_default="sized as the crawl runs, from 64",
+           details="Without it the limit starts at 64 and grows while hosts wait for a "
+                   "request slot and the event loop has CPU to spare, and shrinks when it "
+                   "has none, up to 4,096 or half the open-file limit; with it, the limit "
+                   "never passes N. Pages fetched and not yet stored count too, so a kill -9 "
+                   "loses at most this many fetches."),
     Option("parse_workers", Kind.INT, _PERF,
            "Child processes that parse pages and filter links; 0 keeps that work in the "
            "crawl process.",

@@ -82,6 +82,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
             response_factor=values["response_factor"],
             max_delay=values["max_delay"],
             per_ip=values["per_ip"],
+            per_ip_max=values["per_ip_max"],
         ),
         limits=Limits(
             max_pages=values["max_pages"],

@@ -25,8 +25,9 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from trawl.config import CrawlConfig
+from trawl.config import START_REQUESTS, CrawlConfig
 from trawl.content.stage import ContentStage
+from trawl.crawl.capacity import PROBE, TICK, Capacity, LoadMeter, open_file_limit
 from trawl.crawl.commit import Committer, OnItems
 from trawl.crawl.host_jobs import HostJobs
 from trawl.crawl.page_job import PageJob
@@ -91,14 +92,18 @@ class Crawler:
         robots = RobotsGate(store, fetcher, agent_token(config.user_agent), config.url_rules)
         self._soft404 = Soft404Detector(store, fetcher, enabled=config.soft_404, rng=self._rng)
         self._scheduler = HostScheduler(config.politeness, clock)
+        self._capacity = Capacity(config.concurrency, config.leases.max_hosts, open_file_limit())
+        self._meter = LoadMeter(clock(), time.thread_time())
         self._frontier = Frontier(
             store,
             self._scheduler,
             config.limits.memory_queue,
             config.leases,
             on_release=self._release,
+            on_lease=lambda slot, wait: fetcher.prefetch(slot.name, wait),
             clock=clock,
         )
+        self._frontier.max_hosts = self._capacity.hosts
         self._worker = config.leases.worker
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
         self._metrics = metrics
@@ -107,7 +112,7 @@ class Crawler:
             self._seen,
             self._on_commit,
             linger=COMMIT_LINGER,
-            hurry=max(1, config.concurrency // 2),
+            hurry=max(1, (config.concurrency or START_REQUESTS) // 2),
             content=content,
             on_store=metrics.stored if metrics else None,
             on_items=on_items,
@@ -180,6 +185,7 @@ class Crawler:
             committer = group.create_task(self._committer.run())
             refill = group.create_task(self._refill_loop())
             renew = group.create_task(self._renew_loop())
+            sizing = group.create_task(self._capacity_loop())
             only = self._config.freshness.sitemaps_only
             await self._committer.submit(seed_batch(self._seeds, self._links, sitemaps_only=only))
             await self._committer.wait_drained()
@@ -201,6 +207,7 @@ class Crawler:
             await self._committer.wait_drained()
             self._renew_wanted.set()
             await renew
+            await sizing
             await self._committer.close()
             await committer
         await self._store.recover(self._worker)
@@ -244,7 +251,6 @@ class Crawler:
         return await self._store.work_left() == 0
 
     async def _dispatch_loop(self, group: asyncio.TaskGroup) -> None:
-        concurrency = self._config.concurrency
         while True:
             if self._stop.is_set():
                 self._state = "interrupted"
@@ -254,7 +260,7 @@ class Crawler:
             wait = REFILL_PERIOD
             # A fetch holds its slot until its result is committed, so a kill -9 can
             # lose (and a resume refetch) at most ``concurrency`` pages.
-            if self._active() < concurrency:
+            if self._active() < self._capacity.requests:
                 turn = self._scheduler.pop_ready()
                 if isinstance(turn, HostSlot):
                     self._dispatch(turn, group)
@@ -264,6 +270,8 @@ class Crawler:
                     break
                 if turn is not None:
                     wait = min(max(turn - self._clock(), 0.0), REFILL_PERIOD)
+            elif self._scheduler.ready_now():
+                self._meter.requests_capped = True
             self._wake.clear()
             await self._wake.wait(wait)
         # A page whose response is in but whose links are still being extracted is not
@@ -338,7 +346,11 @@ class Crawler:
         group.create_task(settle()).add_done_callback(lambda _: job.close())
 
     async def _release(self, release: Release) -> None:
-        """Write a host's release after every result of it handed in so far."""
+        """Write a host's release after every result of it handed in so far; its idle
+        connection is closed now, as it has nothing left here."""
+        slot = self._scheduler.find(release.host_id)
+        if slot is not None:
+            self._fetcher.host_rests(slot.name, 0.0, waiting=False)
         await self._committer.submit(CommitBatch(releases=[release]))
 
     async def _renew_loop(self) -> None:
@@ -348,6 +360,31 @@ class Crawler:
                 return
             await self._frontier.renew()
             self._wake.set()
+
+    async def _capacity_loop(self) -> None:
+        """Probe the event loop every ``PROBE`` seconds and move the request and host
+        limits every ``TICK`` (trawl.crawl.capacity)."""
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time() + TICK
+        while not self._ending:
+            due = loop.time() + PROBE
+            await asyncio.sleep(PROBE)
+            now = loop.time()
+            self._meter.probe(now - due, self._scheduler.inflight)
+            if now < next_tick:
+                continue
+            next_tick = now + TICK
+            active = max(self._active(), 1)
+            frontier = self._frontier
+            queued_beyond = frontier.store_queued > self._scheduler.buffered + active
+            load = self._meter.load(
+                self._clock(),
+                time.thread_time(),
+                network_share=self._scheduler.inflight / active,
+                hosts_capped=frontier.full and queued_beyond,
+            )
+            self._capacity.adjust(load)
+            frontier.max_hosts = self._capacity.hosts
 
     async def _refill_loop(self) -> None:
         next_look = 0.0
@@ -374,7 +411,7 @@ class Crawler:
 
         discovered = self._counts.get("discovered", 0)
         stats = self._fetcher.resolver_stats
-        return levels_of(self._scheduler, self._frontier.store_queued, discovered, stats)
+        return levels_of(self._scheduler, self._frontier, self._capacity, discovered, stats)
 
     def _on_commit(self, result: CommitResult) -> None:
         if self._metrics is not None:

@@ -111,6 +111,10 @@ class HostJobs:
             slot.robots_retry()
             pause = decision.seconds
             batch.count("robots_retries")
+        elif decision.verdict is RobotsVerdict.NOT_ASKED:
+            slot.robots_not_asked()
+            pause = decision.seconds
+            batch.count(FetchError.FD_LIMIT.value)
         elif decision.verdict is RobotsVerdict.UNAVAILABLE:
             # RFC 9309 says disallow all: block what is queued, and what arrives until
             # the next attempt after the back-off cap.
@@ -132,6 +136,7 @@ class HostJobs:
             refuse_queued(self._scheduler, slot, batch)
         response_time = self._clock() - started if answer.fetched else 0.0
         self._scheduler.finished(slot, response_time, pause)
+        self._fetcher.host_rests(slot.name, self._scheduler.turn_in(slot), bool(slot.queue))
         await self._committer.submit(batch)
         self._wake.set()
 
@@ -145,5 +150,6 @@ class HostJobs:
         if answer.record is not None:
             batch.hosts.append(HostUpdate(slot.id, soft404=answer.record))
         self._scheduler.finished(slot, answer.elapsed)
+        self._fetcher.host_rests(slot.name, self._scheduler.turn_in(slot), bool(slot.queue))
         await self._committer.submit(batch)
         self._wake.set()

@@ -42,6 +42,8 @@ UNREACHABLE_ERRORS = frozenset(
 connection, no answer in time, a failed TLS handshake): after the last attempt its URLs
 fail with that error class, counted as failed, instead of being held back as if
 robots.txt disallowed them (a 5xx or a broken answer still does, as RFC 9309 says)."""
+NOT_ASKED_PAUSE = 1.0
+"""Seconds a host whose robots.txt got no connection (no file descriptor) waits."""
 BACK_OFF_STATUSES = frozenset({429, 503})
 """Statuses that hold the whole host, not just the URL, for the retry delay."""
 
@@ -179,6 +181,9 @@ class RobotsVerdict(enum.Enum):
     """No answer at all after the last try: the host's URLs fail with the error."""
     REFUSED = "refused"
     """The host's address is one trawl must not connect to: its URLs fail with that."""
+    NOT_ASKED = "not_asked"
+    """No connection could be opened (no file descriptor left): the host was not asked,
+    and asks again after a short pause without counting a try."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +205,8 @@ def classify_robots(
     """The decision on a robots.txt answer after ``failures`` failed tries before it."""
     if answer.refused:
         return RobotsDecision(RobotsVerdict.REFUSED, policy.cap, FetchError.BLOCKED_ADDRESS)
+    if answer.failure is FetchError.FD_LIMIT:
+        return RobotsDecision(RobotsVerdict.NOT_ASKED, NOT_ASKED_PAUSE)
     if answer.rules is not None:
         return RobotsDecision(RobotsVerdict.RULES, answer.expires_in)
     if failures + 1 < policy.attempts:

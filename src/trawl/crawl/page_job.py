@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from typing import TYPE_CHECKING
 
 from trawl.config import CrawlConfig
@@ -36,7 +37,7 @@ from trawl.extract.parser import is_html
 from trawl.extract.pool import ExtractFailed, ExtractPool
 from trawl.extract.soft404 import Soft404Detector
 from trawl.extract.urls import url_hash
-from trawl.fetch.fetcher import Fetcher, FetchResult, Validators, archived
+from trawl.fetch.fetcher import Fetcher, FetchError, FetchResult, Validators, archived
 from trawl.freshness.recrawl import body_hash, failed_due, revisit
 from trawl.freshness.sitemap_parser import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.freshness.sitemaps import read_sitemap, redirected
@@ -61,6 +62,8 @@ EXTRACT_FAILED = "extract_failed"
 """The error class of a page whose extract worker died while extracting it."""
 HANDLER_FAILED = "handler_failed"
 """The error class of a page whose handler raised (trawl.handlers.run)."""
+NOT_SENT_WAIT = 1.0
+"""Seconds before a URL that got no connection (no file descriptor left) is due again."""
 
 log = logging.getLogger("trawl.crawl.page_job")
 
@@ -117,6 +120,9 @@ class PageJob:
             result, archiving = await self._fetcher.fetch_then_archive(
                 url.url, accept=is_html, validators=validators
             )
+        if result.error is FetchError.FD_LIMIT:
+            await self._not_sent(slot, url, fence)
+            return
         self._record(slot, url, result)
         batch = CommitBatch(fence=fence)
         content: list[FetchedContent] = []
@@ -163,6 +169,22 @@ class PageJob:
             batch.outcomes.append(outcome)
         await self._committer.submit(batch, content)
 
+    async def _not_sent(self, slot: HostSlot, url: QueuedURL, fence: Fence) -> None:
+        """No connection could be opened for ``url`` (no file descriptor left): nothing
+        was asked of the host, so neither its breaker nor the URL's tries count it; the
+        URL is queued again, due shortly."""
+        batch = CommitBatch(fence=fence)
+        batch.count(FetchError.FD_LIMIT.value)
+        batch.outcomes.append(
+            Outcome(
+                url.id, url.host_id, State.QUEUED, url.attempts, error=FetchError.FD_LIMIT.value,
+                next_fetch_at=time.time() + NOT_SENT_WAIT,
+            )
+        )  # fmt: skip
+        self._scheduler.finished(slot, 0.0)
+        self._wake.set()
+        await self._committer.submit(batch)
+
     def _record(self, slot: HostSlot, url: QueuedURL, result: FetchResult) -> None:
         """The request in the metrics, and in the log at debug level."""
         if self._metrics is not None:
@@ -196,6 +218,11 @@ class PageJob:
             batch.count("breaker_trips")
         wait = max(decision.host_wait, breaker.pause, self._rules.rules.delay_of(slot.name))
         self._scheduler.finished(slot, result.response_time, wait)
+        # An answer may bring the host more URLs (its links, once committed and claimed):
+        # its connection is kept for them if its next turn comes soon.
+        answered = decision.verdict is Verdict.ANSWERED and slot.refused is None
+        waiting = bool(slot.queue) or answered
+        self._fetcher.host_rests(slot.name, self._scheduler.turn_in(slot), waiting)
         self._wake.set()
 
     @staticmethod

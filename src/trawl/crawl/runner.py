@@ -41,6 +41,7 @@ from trawl.content.events import EventWriter
 from trawl.content.stage import ContentStage
 from trawl.content.text_files import TextWriter
 from trawl.content.warc import WarcWriter
+from trawl.crawl.capacity import AUTO_REQUESTS
 from trawl.crawl.commit import OnItems
 from trawl.crawl.engine import Crawler
 from trawl.crawl.gc_tuning import young_gc_threshold
@@ -49,6 +50,7 @@ from trawl.crawl.seeds import seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetch.client import tls_context
+from trawl.fetch.fdlimit import raise_fd_limit
 from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
@@ -112,7 +114,15 @@ async def build_engine(
     """Open the store, fetcher and extract workers for ``config``; wire a crawler over them.
 
     ``resuming``: the store is checked first as a command-line crawl checks it
-    (:func:`_check_stored`); ``on_items`` hears of the items of each commit."""
+    (:func:`_check_stored`); ``on_items`` hears of the items of each commit. The
+    process's file-descriptor limit is raised first, as far as the system allows
+    (trawl.fetch.fdlimit)."""
+    limit = raise_fd_limit()
+    if limit.soft != limit.before:
+        log.debug(
+            "file-descriptor limit raised from %d to %d", limit.before, limit.soft,
+            extra={"fd_limit": limit.soft},
+        )  # fmt: skip
     settings = ExtractSettings(
         seeds=seeds_of(config),
         scope=config.scope,
@@ -153,7 +163,7 @@ async def build_engine(
                 user_agent=config.user_agent,
                 timeouts=config.timeouts,
                 max_body=config.limits.max_body,
-                concurrency=config.concurrency,
+                concurrency=config.concurrency or AUTO_REQUESTS,
                 resolver=GuardedResolver(
                     AddressPolicy(config.allow_networks),
                     overrides=config.resolve,

@@ -8,16 +8,24 @@ crawl benchmark's site it takes about 0.6 of aiohttp's CPU per request, body inc
 where every microsecond delays the answers of other hosts.
 
 Every connection goes to an address the guarded resolver has checked, and TLS is
-verified against the host name. Idle connections are pooled per origin, at most
-``max_idle`` in all and none older than ``idle_timeout``. A request on a reused
-connection that the server closed meanwhile (before any byte of the answer) is sent
-once more on a fresh connection, as the server may close an idle connection at any
-time.
+verified against the host name. Idle connections are pooled per origin
+(trawl.fetch.pool): at most ``max_idle``, each closed after ``idle_timeout`` (4.5 s, under
+Apache's 5 s) and a host's at once on :meth:`HttpClient.drop_idle`, called when the host
+goes to rest for longer. Open ones, idle or not, stay within ``max_open``, what the
+file-descriptor limit leaves them (trawl.fetch.fdlimit): the one idle longest makes
+room; with none idle, or on EMFILE or ENFILE, :class:`OutOfFiles`, nothing asked.
+
+A request on a reused connection that the server ended before any byte of the answer (a
+FIN, a reset as the request is written or its answer awaited, a write the transport
+refuses) or answered with a 408 as it timed it out goes once more on a fresh connection:
+a server may close an idle connection at any time. So only a fresh connection's failure,
+or a reused one's that had begun to answer, reaches the caller and a host's breaker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import re
 import ssl
@@ -31,14 +39,16 @@ from urllib.parse import urlsplit
 import httptools
 
 from trawl.errors import UsageError
+from trawl.fetch.pool import DEFAULT_PORTS, IDLE_TIMEOUT, Origin, Pool
 from trawl.fetch.resolver import GuardedResolver
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers an answer may have (aiohttp allowed 8 KiB a line)."""
 BUFFER_HIGH = 256 * 1024
 """Body bytes buffered before the connection stops reading until the reader catches up."""
-IDLE_TIMEOUT = 15.0
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+REQUEST_TIMEOUT = 408
+_NO_FILES = frozenset({errno.EMFILE, errno.ENFILE})
+"""Why ``socket()`` fails when the process (or the system) has no file descriptor left."""
 _UNSENDABLE = re.compile(r"[^\x21-\x7e]")
 """Characters a request target cannot carry: controls, spaces and non-ASCII."""
 
@@ -67,8 +77,10 @@ class ProtocolFailed(HttpFailure):
     """The server's answer is not valid HTTP/1.x, or ended before it was complete."""
 
 
-Origin = tuple[str, str, int]
-"""(scheme, host, port): what a pooled connection is reused for."""
+class OutOfFiles(HttpFailure):
+    """No connection could be opened for want of file descriptors: the process's limit
+    (EMFILE), the system's (ENFILE), or the client's ``max_open`` budget. Nothing was
+    asked of the host."""
 
 
 def _decode(value: bytes) -> str:
@@ -78,17 +90,18 @@ def _decode(value: bytes) -> str:
 class _Connection(asyncio.Protocol):
     """One TCP (or TLS) connection and the answer to its current request."""
 
-    def __init__(self, origin: Origin, pool: _Pool) -> None:
+    def __init__(self, origin: Origin, pool: Pool[_Connection]) -> None:
         self.origin = origin
         self._pool = pool
         self.transport: asyncio.Transport | None = None
         self.peer: str | None = None
-        self.idle_since = 0.0
         self.opened_at = 0.0
         """When the connection was asked for (after the name was resolved)."""
         self.completed_at: float | None = None
         """When the whole answer to the current request had arrived (monotonic clock)."""
         self.closed = False
+        self.counted = False
+        """The connection counts against the pool's open sockets until it closes."""
         self._parser: httptools.HttpResponseParser | None = None
         self._head_bytes = self._head_size = 0
         self._reason = b""
@@ -139,6 +152,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._pool.forget(self)
+        self._pool.uncount(self)
         if self._parser is None or self._complete or self._error is not None:
             return
         if self._headers_done and self._until_close():
@@ -302,71 +316,9 @@ class _Connection(asyncio.Protocol):
         """Drop the connection."""
         self.closed = True
         self._pool.forget(self)
+        self._pool.uncount(self)
         if self.transport is not None:
             self.transport.close()
-
-
-class _Pool:
-    """Idle connections by origin, newest first; at most ``limit`` in all."""
-
-    def __init__(self, limit: int, timeout: float) -> None:
-        self._limit = limit
-        self._timeout = timeout
-        self._idle: dict[Origin, list[_Connection]] = {}
-        self._count = 0
-
-    def __len__(self) -> int:
-        return self._count
-
-    def take(self, origin: Origin) -> _Connection | None:
-        """A live idle connection to ``origin``, or None."""
-        stack = self._idle.get(origin)
-        stale = time.monotonic() - self._timeout
-        while stack:
-            connection = stack.pop()
-            self._count -= 1
-            if not connection.closed and connection.idle_since > stale:
-                if not stack:
-                    del self._idle[origin]
-                return connection
-            connection.close()
-        self._idle.pop(origin, None)
-        return None
-
-    def put(self, connection: _Connection) -> None:
-        """Keep ``connection`` for its origin's next request."""
-        if self._limit <= 0:
-            connection.close()
-            return
-        if self._count >= self._limit:
-            self._evict_oldest()
-        connection.idle_since = time.monotonic()
-        self._idle.setdefault(connection.origin, []).append(connection)
-        self._count += 1
-
-    def forget(self, connection: _Connection) -> None:
-        """Take ``connection`` out of the pool, if it is there (it was closed)."""
-        stack = self._idle.get(connection.origin)
-        if stack and connection in stack:
-            stack.remove(connection)
-            self._count -= 1
-            if not stack:
-                del self._idle[connection.origin]
-
-    def _evict_oldest(self) -> None:
-        oldest = min(
-            (stack[0] for stack in self._idle.values()), key=lambda c: c.idle_since, default=None
-        )
-        if oldest is not None:
-            oldest.close()
-
-    def close(self) -> None:
-        """Close every idle connection."""
-        for stack in list(self._idle.values()):
-            for connection in list(stack):
-                connection.close()
-        self._idle.clear()
-        self._count = 0
 
 
 class Response:
@@ -454,13 +406,15 @@ class HttpClient:
         max_idle: int,
         idle_timeout: float = IDLE_TIMEOUT,
         ssl_context: ssl.SSLContext | None = None,
+        max_open: int | None = None,
     ) -> None:
         self._resolver = resolver
         self._headers = list(headers)
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in self._headers)
         self._connect_timeout = connect_timeout
-        self._pool = _Pool(max_idle, idle_timeout)
+        self._pool: Pool[_Connection] = Pool(max_idle, idle_timeout)
         self._ssl = ssl_context
+        self._max_open = max_open
         self.opened = 0
         self.closed = False
 
@@ -468,6 +422,20 @@ class HttpClient:
     def idle(self) -> int:
         """Idle connections kept for reuse."""
         return len(self._pool)
+
+    @property
+    def sockets(self) -> int:
+        """Connections open or being opened, idle ones included."""
+        return self._pool.sockets
+
+    def has_idle(self, host: str) -> bool:
+        """Whether an idle connection to ``host`` (a host key) is kept for it."""
+        return self._pool.holds(host)
+
+    def drop_idle(self, host: str) -> int:
+        """Close the idle connections to ``host`` (``name`` or ``name:port`` when the
+        port is not the scheme's default); how many there were."""
+        return self._pool.drop_host(host)
 
     async def get(self, url: str, headers: Mapping[str, str] | None = None) -> Response:
         """Send a GET for ``url`` and return once the answer's headers are in."""
@@ -486,11 +454,18 @@ class HttpClient:
         connection = self._pool.take(origin)
         if connection is not None:
             try:
-                return await self._ask(connection, payload, sent, time.monotonic())
+                response = await self._ask(connection, payload, sent, time.monotonic())
             except ProtocolFailed:
                 if connection.answered:
                     raise
                 # Closed while idle: the server never answered, so ask on a new connection.
+            else:
+                if response.status != REQUEST_TIMEOUT:
+                    return response
+                # The server timed the idle connection out as the request came: a 408
+                # that does not answer it (RFC 9110, 15.5.9), so ask on a new connection.
+                connection.close()
+                response.close()
         connection = await self._connect(origin)
         return await self._ask(connection, payload, sent, connection.opened_at)
 
@@ -498,8 +473,13 @@ class HttpClient:
         self, connection: _Connection, payload: bytes, sent: list[tuple[str, str]], started: float
     ) -> Response:
         """Send ``payload`` on ``connection`` and wait for the answer's head; the
-        connection is closed if none comes."""
-        connection.send(payload)
+        connection is closed if none comes. A transport that refuses the write (reset,
+        broken pipe, already closed) fails as a connection closed before any answer."""
+        try:
+            connection.send(payload)
+        except (OSError, RuntimeError) as exc:
+            connection.close()
+            raise ProtocolFailed(f"the connection failed as the request was sent: {exc}") from exc
         try:
             await connection.head()
         except BaseException:
@@ -527,6 +507,9 @@ class HttpClient:
         refused = 0
         asked = time.monotonic()
         for address in addresses:
+            self._make_room(host)
+            self._pool.sockets += 1
+            connection = None
             try:
                 async with asyncio.timeout(self._connect_timeout):
                     _, connection = await loop.create_connection(
@@ -539,9 +522,16 @@ class HttpClient:
             except ssl.SSLError as exc:
                 raise TlsFailed(f"TLS with {host}: {exc}") from exc
             except (OSError, TimeoutError) as exc:
+                if isinstance(exc, OSError) and exc.errno in _NO_FILES:
+                    raise OutOfFiles(f"no file descriptor to connect to {host}: {exc}") from exc
                 failure = exc
                 refused += isinstance(exc, ConnectionRefusedError)
                 continue
+            finally:
+                # Counted from now on unless it failed, or was lost before this resumed.
+                if connection is None or connection.closed:
+                    self._pool.sockets -= 1
+            connection.counted = not connection.closed
             self.opened += 1
             connection.opened_at = asked
             return connection
@@ -550,6 +540,16 @@ class HttpClient:
         if isinstance(failure, ConnectionRefusedError) and refused == len(addresses):
             raise ConnectRefused(f"{host}:{port} refused the connection")
         raise ConnectFailed(f"cannot connect to {host}:{port}: {failure}")
+
+    def _make_room(self, host: str) -> None:
+        """Room under ``max_open`` for one more socket: OutOfFiles if none is idle."""
+        if self._max_open is None or self._pool.sockets < self._max_open:
+            return
+        if not self._pool.evict_oldest():
+            raise OutOfFiles(
+                f"{self._pool.sockets} connections open, the file-descriptor budget: "
+                f"none left for {host}"
+            )
 
     async def close(self) -> None:
         """Close every idle connection; the client takes no more requests."""
@@ -587,11 +587,11 @@ def _split(url: str) -> tuple[Origin, str, str]:
         raise InvalidTarget(f"bad URL {url!r}: {exc}") from exc
     scheme = parts.scheme.lower()
     host = parts.hostname
-    if scheme not in _DEFAULT_PORTS or not host:
+    if scheme not in DEFAULT_PORTS or not host:
         raise InvalidTarget(f"not an http(s) URL with a host: {url!r}")
     if _UNSENDABLE.search(url):
         raise InvalidTarget(f"a space, control or non-ASCII character in URL {url!r}")
-    default = _DEFAULT_PORTS[scheme]
+    default = DEFAULT_PORTS[scheme]
     named = f"[{host}]" if ":" in host else host
     target = parts.path or "/"
     if parts.query:

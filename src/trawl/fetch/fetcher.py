@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import logging
 import ssl
 import time
 import zlib
@@ -28,15 +29,19 @@ import brotli
 
 from trawl.config import Timeouts
 from trawl.content.warc_records import WarcExchange
+from trawl.extract.urls import key_hostname
 from trawl.fetch.client import (
     ConnectFailed,
     ConnectRefused,
     HttpClient,
     HttpFailure,
     InvalidTarget,
+    OutOfFiles,
     Response,
     TlsFailed,
 )
+from trawl.fetch.fdlimit import current, fd_budget
+from trawl.fetch.pool import KEEP_WINDOW
 from trawl.fetch.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
 from trawl.store.values import StorageKey
@@ -44,6 +49,8 @@ from trawl.store.values import StorageKey
 IDLE_CONNECTIONS = 256
 """Idle keep-alive connections kept at least (one per host a crawl works on at once)."""
 BodyFilter = Callable[[str | None, bytes], bool]
+
+log = logging.getLogger("trawl.fetch.fetcher")
 
 
 class FetchError(enum.StrEnum):
@@ -58,6 +65,9 @@ class FetchError(enum.StrEnum):
     DECODE = "decode"
     INVALID_URL = "invalid_url"
     BLOCKED_ADDRESS = "blocked_address"
+    FD_LIMIT = "fd_limit"
+    """No file descriptor was left for a connection: nothing was asked of the host, and
+    the URL is asked for again later without counting a try."""
 
 
 RETRYABLE_ERRORS = frozenset(
@@ -212,6 +222,8 @@ def _error_class(exc: BaseException) -> FetchError:
         return FetchError.CONNECT
     if isinstance(exc, InvalidTarget):
         return FetchError.INVALID_URL
+    if isinstance(exc, OutOfFiles):
+        return FetchError.FD_LIMIT
     if isinstance(exc, (zlib.error, brotli.error)):
         return FetchError.DECODE
     return FetchError.PROTOCOL
@@ -239,6 +251,8 @@ class Fetcher(AsyncResource):
         self._resolver = resolver
         self._recorder = recorder
         self._client: HttpClient | None = None
+        self.fd_limit_hits = 0
+        """Connections not opened for want of a file descriptor."""
 
     @property
     def resolver_stats(self) -> ResolverStats:
@@ -256,7 +270,8 @@ class Fetcher(AsyncResource):
     async def __aenter__(self) -> Self:
         # Every new connection asks the guarded resolver, which caches by TTL and checks
         # each answer before the client connects to it. Idle connections are kept for
-        # as many hosts as a crawl works on at once, at least.
+        # as many hosts as a crawl works on at once, at least; open ones, idle or not,
+        # stay within what the file-descriptor limit leaves for them.
         self._client = HttpClient(
             self._resolver,
             headers=[
@@ -266,9 +281,31 @@ class Fetcher(AsyncResource):
             ],
             connect_timeout=self._timeouts.connect,
             max_idle=max(IDLE_CONNECTIONS, self._concurrency),
+            max_open=fd_budget(),
             ssl_context=self._tls,
         )
         return self
+
+    def host_rests(self, host: str, turn_in: float, waiting: bool) -> None:
+        """A turn of ``host`` (its host key) ended; its next may come in ``turn_in``
+        seconds, and ``waiting`` says whether it has (or may be about to get) a URL for
+        it. Its idle connection is kept only for such a turn within ``KEEP_WINDOW``,
+        which the server probably still holds it for; otherwise it is closed now rather
+        than left to pile up with those of other hosts at rest. A turn that will need a
+        new connection has its host's name looked up ahead of it (:meth:`prefetch`)."""
+        client = self._client
+        if client is None:
+            return
+        kept = waiting and turn_in <= KEEP_WINDOW
+        if not kept:
+            client.drop_idle(host)
+        if waiting and not (kept and client.has_idle(host)):
+            self.prefetch(host, turn_in)
+
+    def prefetch(self, host: str, turn_in: float = 0.0) -> None:
+        """Have ``host``'s (a host key's) addresses looked up ahead of its turn,
+        ``turn_in`` seconds from now, unless the cached answer lasts until then."""
+        self._resolver.prefetch(key_hostname(host), turn_in)
 
     async def close(self) -> None:
         """Close the client and its connections; safe to call more than once."""
@@ -321,6 +358,8 @@ class Fetcher(AsyncResource):
                         exchange = dataclasses.replace(exchange, refers_to=validators.fetched_at)
         except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
             elapsed = time.monotonic() - started
+            if isinstance(exc, OutOfFiles):
+                self._out_of_files(exc)
             failed = FetchResult(
                 url=url,
                 status=None,
@@ -335,6 +374,20 @@ class Fetcher(AsyncResource):
         # Archived after the fetch: the time the archive takes is neither the server's
         # response time (which sets the host's politeness delay) nor under the timeout.
         return result, asyncio.ensure_future(self._recorder.write(exchange))
+
+    def _out_of_files(self, exc: OutOfFiles) -> None:
+        """Count a connection the file-descriptor limit kept from being opened; say so,
+        with how to raise the limit, the first time."""
+        self.fd_limit_hits += 1
+        if self.fd_limit_hits > 1:
+            return
+        limit = current()
+        log.warning(
+            "the file-descriptor limit binds (%d open files allowed, %d of them for "
+            "connections): URLs wait for a free one; %s (%s)", limit.soft, fd_budget(),
+            limit.advice(), exc,
+            extra={"fd_limit": limit.soft, "fd_hard_limit": limit.hard},
+        )  # fmt: skip
 
     async def _read(
         self,

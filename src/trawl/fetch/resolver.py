@@ -20,6 +20,16 @@ Where the addresses come from, in order:
   by default, against the system's name servers or ``--nameserver`` ones. c-ares keeps
   its own TTL-bounded query cache behind this one.
 
+Lookups are made ahead of need, so that a slow resolver does not hold up a fetch at its
+host's turn: :meth:`GuardedResolver.prefetch` is called when a host is leased and when
+each of its turns ends, with the time of its next turn. A name whose cached answer will
+not last until then is looked up in the background, ``PREFETCH_LEAD`` seconds before
+that turn (at once if that is sooner), at most ``prefetch_limit`` such lookups at a
+time, the rest waiting their turn. One lookup of a name is in flight at a time: a fetch
+that needs the name meanwhile waits for that lookup instead of asking again, so the DNS
+server sees each name once per TTL. A lookup's failure is remembered as any other
+(``NEGATIVE_TTL``).
+
 Every answer, wherever it came from, passes the address policy: a hosts-file name for
 127.0.0.1 is refused as loopback unless ``--allow-network`` opens it.
 """
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 import time
 from collections import OrderedDict
@@ -40,10 +51,20 @@ import aiodns
 
 from trawl.fetch.netguard import AddressPolicy
 
+log = logging.getLogger("trawl.fetch.resolver")
+
 MIN_TTL = 5.0
 MAX_TTL = 3600.0
 NEGATIVE_TTL = 30.0
 """How long a name that does not resolve is remembered."""
+PREFETCH_LIMIT = 64
+"""Lookups made ahead of need at once (c-ares asks in parallel; the rest wait)."""
+PREFETCH_LEAD = 2.0
+"""Seconds before a host's turn that a lookup for it starts: room for a slow resolver
+(a few hundred ms) and a retry."""
+PREFETCH_MARGIN = 1.0
+"""Seconds a cached answer must outlast a host's turn for no lookup to be needed (the
+fetch connects a little after its turn)."""
 
 
 class BlockedAddress(OSError):
@@ -152,11 +173,17 @@ class HostsFile:
 
 @dataclass(slots=True)
 class ResolverStats:
-    """What the resolver did: cache hits and misses, and addresses it refused."""
+    """What the resolver did: cache hits and misses, lookups made ahead of need, and
+    addresses it refused."""
 
     cache_hits: int = 0
     cache_misses: int = 0
+    """Lookups a fetch waited for: its own, or one in flight it joined (``joined``)."""
     blocked: int = 0
+    prefetches: int = 0
+    """Lookups made ahead of a host's turn."""
+    joined: int = 0
+    """Of ``cache_misses``, those that waited for a lookup already in flight."""
 
     def as_counters(self) -> dict[str, int]:
         """The figures under their counter names."""
@@ -164,6 +191,8 @@ class ResolverStats:
             "dns_cache_hits": self.cache_hits,
             "dns_cache_misses": self.cache_misses,
             "dns_blocked": self.blocked,
+            "dns_prefetches": self.prefetches,
+            "dns_joined": self.joined,
         }
 
 
@@ -187,6 +216,8 @@ class GuardedResolver:
         cache_size: int = 10_000,
         min_ttl: float = MIN_TTL,
         clock: Callable[[], float] = time.monotonic,
+        prefetch_limit: int = PREFETCH_LIMIT,
+        prefetch_lead: float = PREFETCH_LEAD,
     ) -> None:
         self._policy = policy
         self._overrides = {host.lower(): ip for host, ip in (overrides or {}).items()}
@@ -196,6 +227,15 @@ class GuardedResolver:
         self._cache_size = cache_size
         self._min_ttl = min_ttl
         self._clock = clock
+        self._prefetch_limit = prefetch_limit
+        self._lead = prefetch_lead
+        self._inflight: dict[str, asyncio.Task[tuple[str, ...]]] = {}
+        """The lookup in flight for each name being looked up."""
+        self._prefetching = 0
+        self._waiting: dict[str, None] = {}
+        """Names to look up ahead of need once fewer than the limit are in flight."""
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        """Lookups ahead of need not due yet, by name."""
         self.stats = ResolverStats()
 
     @property
@@ -215,7 +255,7 @@ class GuardedResolver:
         elif name in self._overrides:
             found = (self._overrides[name],)
         else:
-            found = self._hosts.addresses(name) or await self._lookup(name)
+            found = self._hosts.addresses(name) or await self._cached_or_looked_up(name)
         if not found:
             raise NameNotFound(socket.EAI_NONAME, f"{host} does not resolve")
         permitted = tuple(a for a in found if self._policy.permits(a))
@@ -225,14 +265,47 @@ class GuardedResolver:
             raise BlockedAddress(f"{host} resolves to {found[0]}, a {reason} address")
         return permitted
 
-    async def _lookup(self, name: str) -> tuple[str, ...]:
-        now = self._clock()
+    def _resolved(self, name: str) -> bool:
+        """Whether ``name`` is answered without DNS (an IP literal, an override, the
+        hosts file)."""
+        try:
+            ipaddress.ip_address(name.strip("[]"))
+        except ValueError:
+            return name in self._overrides or bool(self._hosts.addresses(name))
+        return True
+
+    async def _cached_or_looked_up(self, name: str) -> tuple[str, ...]:
         entry = self._cache.get(name)
-        if entry is not None and entry.expires > now:
+        if entry is not None and entry.expires > self._clock():
             self.stats.cache_hits += 1
             self._cache.move_to_end(name)
             return entry.addresses
         self.stats.cache_misses += 1
+        task = self._inflight.get(name)
+        if task is None:
+            self._waiting.pop(name, None)
+            task = self._start(name)
+        else:
+            self.stats.joined += 1
+        # Shielded: a fetch that gives up waiting leaves the lookup to the others.
+        return await asyncio.shield(task)
+
+    def _start(self, name: str) -> asyncio.Task[tuple[str, ...]]:
+        """Look ``name`` up in a task of its own, the one in flight for it."""
+        task = asyncio.get_running_loop().create_task(self._lookup(name))
+        self._inflight[name] = task
+        task.add_done_callback(lambda _: self._landed(name, task))
+        return task
+
+    def _landed(self, name: str, task: asyncio.Task[tuple[str, ...]]) -> None:
+        """The lookup of ``name`` ended; its failure, cached or not, is seen here even
+        when nobody waits for it any more (a lookup ahead of need, a fetch that gave up)."""
+        self._inflight.pop(name, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("lookup of %s failed: %s", name, task.exception())
+
+    async def _lookup(self, name: str) -> tuple[str, ...]:
+        now = self._clock()
         try:
             answer = await self._backend.lookup(name)
         except NameNotFound:
@@ -243,6 +316,54 @@ class GuardedResolver:
         self._remember(name, addresses, now + ttl)
         return addresses
 
+    def prefetch(self, host: str, within: float = 0.0) -> None:
+        """Make sure an answer for ``host`` is cached ``within`` seconds from now (its
+        next turn), looking it up in the background ahead of then if it will not be.
+        Returns at once."""
+        name = host.lower().rstrip(".")
+        entry = self._cache.get(name)
+        if entry is not None and entry.expires > self._clock() + within + PREFETCH_MARGIN:
+            return
+        if name in self._inflight or name in self._waiting or self._resolved(name):
+            return
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        start_in = within - self._lead
+        if start_in > 0:
+            loop = asyncio.get_running_loop()
+            self._timers[name] = loop.call_later(start_in, self._due, name)
+        else:
+            self._queue(name)
+
+    def _due(self, name: str) -> None:
+        """A lookup ahead of need has come due (the turn is ``PREFETCH_LEAD`` away),
+        unless a fetch has looked the name up meanwhile."""
+        del self._timers[name]
+        entry = self._cache.get(name)
+        fresh = entry is not None and entry.expires > self._clock() + self._lead + PREFETCH_MARGIN
+        if not fresh and name not in self._inflight:
+            self._queue(name)
+
+    def _queue(self, name: str) -> None:
+        if self._prefetching >= self._prefetch_limit:
+            self._waiting[name] = None
+            return
+        self._prefetching += 1
+        self.stats.prefetches += 1
+        self._start(name).add_done_callback(self._prefetched)
+
+    def _prefetched(self, _: asyncio.Task[tuple[str, ...]]) -> None:
+        """A lookup ahead of need ended: the next waiting name goes."""
+        self._prefetching -= 1
+        now = self._clock()
+        while self._waiting and self._prefetching < self._prefetch_limit:
+            name = next(iter(self._waiting))
+            del self._waiting[name]
+            entry = self._cache.get(name)
+            if name not in self._inflight and (entry is None or entry.expires <= now):
+                self._queue(name)
+
     def _remember(self, name: str, addresses: tuple[str, ...], expires: float) -> None:
         self._cache[name] = _Cached(addresses, expires)
         self._cache.move_to_end(name)
@@ -250,4 +371,13 @@ class GuardedResolver:
             self._cache.popitem(last=False)
 
     async def close(self) -> None:
+        """Stop the lookups ahead of need and release the backend."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._waiting.clear()
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._backend.close()

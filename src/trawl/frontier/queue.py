@@ -1,14 +1,17 @@
 """The frontier: per-host queues live in the store; RAM holds a bounded buffer.
 
 Hosts are the unit of ownership. The frontier leases hosts from the store (at most
-``LeasePolicy.max_hosts`` at a time, soonest eligible first) and only ever claims URLs
-of hosts it holds, so whatever the number of workers sharing a store, one host is served
-by one worker at a time; one crawl process is simply a single worker. A lease lasts
+``max_hosts`` at a time, a limit trawl.crawl.capacity moves; soonest eligible first) and
+only ever claims URLs of hosts it holds, so whatever the number of workers sharing a
+store, one host is served by one worker at a time; one crawl process is simply a single
+worker. A lease lasts
 ``ttl`` seconds and is renewed by :meth:`Frontier.renew` while the host is held; a host
 with nothing to do is given back when the worker holds its maximum of hosts, and every
 held host when the worker stops (:class:`Release`, written through the committer after
 the host's last results); the next owner inherits its politeness time. A host is not
-leased again while its release is on its way.
+leased again while its release is on its way. Each host leased is announced to
+``on_lease`` with the seconds until it may first be asked: the engine has its name looked
+up ahead of that (trawl.fetch.resolver).
 
 :meth:`Frontier.refill` tops up the held hosts' slots in batches: each gets a fair share
 of the free buffer space, claimed in one transaction, lowest queue rank first
@@ -22,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from trawl.config import LeasePolicy
+from trawl.config import START_HOSTS, LeasePolicy
 from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
 from trawl.store.protocols import LeasedFrontier
 from trawl.store.values import QueuedURL, Release
@@ -31,6 +34,8 @@ MAX_BATCH = 256
 
 
 OnRelease = Callable[[Release], Awaitable[None]]
+OnLease = Callable[[HostSlot, float], None]
+"""Hears of each host leased, and in how many seconds it may first be asked."""
 
 
 class Frontier:
@@ -44,13 +49,17 @@ class Frontier:
         leases: LeasePolicy | None = None,
         *,
         on_release: OnRelease | None = None,
+        on_lease: OnLease | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         self._store = store
         self._scheduler = scheduler
         self._capacity = capacity
         self._policy = leases or LeasePolicy()
+        self.max_hosts = self._policy.max_hosts or START_HOSTS
+        """Hosts held at most; the engine moves it (trawl.crawl.capacity)."""
         self._on_release = on_release
+        self._on_lease = on_lease
         self._clock = clock
         self._held: dict[int, HostSlot] = {}
         self._releasing: set[int] = set()
@@ -69,6 +78,16 @@ class Frontier:
     def held(self) -> list[HostSlot]:
         """The slots of the hosts this worker holds a lease on."""
         return list(self._held.values())
+
+    @property
+    def holding(self) -> int:
+        """How many hosts this worker holds a lease on."""
+        return len(self._held)
+
+    @property
+    def full(self) -> bool:
+        """Every host slot is taken."""
+        return len(self._held) >= self.max_hosts
 
     def _share(self) -> int:
         """How many URLs a refill buffers per host now: a fair part of the free room."""
@@ -102,7 +121,7 @@ class Frontier:
             self.refilling = False
 
     async def _lease_more(self) -> None:
-        room = self._policy.max_hosts - len(self._held)
+        room = self.max_hosts - len(self._held)
         if room <= 0:
             return
         started = self._clock()
@@ -114,7 +133,10 @@ class Frontier:
             slot = self._scheduler.slot(lease.host_id, lease.name)
             slot.lease(lease.generation, started + self._policy.ttl)
             self._held[lease.host_id] = slot
-            self._scheduler.hold(slot, started + max(0.0, lease.next_eligible_at - wall))
+            wait = max(0.0, lease.next_eligible_at - wall)
+            self._scheduler.hold(slot, started + wait)
+            if self._on_lease is not None:
+                self._on_lease(slot, wait)
 
     async def _claim(self) -> int:
         if self._capacity - self._scheduler.buffered <= 0:
@@ -138,7 +160,7 @@ class Frontier:
             # A lease lost while the claim ran: the URLs are the next owner's to take back.
             if slot is not None and slot.generation == generations[host_id]:
                 self._scheduler.add(slot, urls)
-        if len(self._held) >= self._policy.max_hosts:
+        if self.full:
             # Make room for hosts with work: give back the held ones that have none now.
             for host_id in wanted.keys() - by_host.keys():
                 slot = self._held.get(host_id)

@@ -33,7 +33,9 @@ from trawl.errors import UsageError
 from trawl.resource import Resource
 
 if TYPE_CHECKING:
+    from trawl.crawl.capacity import Capacity
     from trawl.fetch.resolver import ResolverStats
+    from trawl.frontier.queue import Frontier
     from trawl.politeness.scheduler import HostScheduler
 
 TOP_HOSTS = 20
@@ -70,21 +72,32 @@ class Levels:
     hosts_backing_off: int
     dns_cache_hits: int
     dns_cache_misses: int
+    hosts_held: int
+    hosts_limit: int
+    requests_limit: int
 
 
 def levels_of(
-    scheduler: HostScheduler, store_queued: int, unique_urls: int, stats: ResolverStats
+    scheduler: HostScheduler,
+    frontier: Frontier,
+    capacity: Capacity,
+    unique_urls: int,
+    stats: ResolverStats,
 ) -> Levels:
-    """The levels of a crawl whose hosts ``scheduler`` holds, with ``store_queued`` URLs
-    queued in the store, ``unique_urls`` known, and its DNS cache's ``stats``."""
+    """The levels of a crawl whose hosts ``scheduler`` holds, leased by ``frontier``
+    within the limits of ``capacity``, with ``unique_urls`` known, and its DNS cache's
+    ``stats``."""
     return Levels(
         frontier_queue=scheduler.buffered,
-        persistent_queue=store_queued,
+        persistent_queue=frontier.store_queued,
         active_workers=scheduler.inflight,
         unique_urls=unique_urls,
         hosts_backing_off=sum(1 for slot in scheduler.slots() if slot.backing_off()),
         dns_cache_hits=stats.cache_hits,
         dns_cache_misses=stats.cache_misses,
+        hosts_held=frontier.holding,
+        hosts_limit=capacity.hosts,
+        requests_limit=capacity.requests,
     )
 
 
@@ -107,6 +120,13 @@ class _LevelsCollector(Collector):
                 "trawl_hosts_backing_off",
                 "Hosts held back by failures: circuit breaker or robots.txt retries",
                 levels.hosts_backing_off,
+            ),
+            ("trawl_hosts_held", "Hosts this process holds leases on", levels.hosts_held),
+            ("trawl_hosts_limit", "Hosts this process may hold now", levels.hosts_limit),
+            (
+                "trawl_requests_limit",
+                "Requests in flight (with pages not yet stored) this process allows now",
+                levels.requests_limit,
             ),
         )
         for name, doc, value in gauges:

@@ -5,10 +5,14 @@ earliest time its next request may start, and its robots.txt state. The heap is 
 that ready time, so picking the next request is O(log hosts) and a throttled or slow host
 simply sits further down the heap: it never stalls the others.
 
-Hosts that resolve to the same address share an :class:`IpSlot`: at most ``per_ip``
-requests in flight to it, and the same delay rule after each response, so a server with
-500 virtual hosts is not asked 500 things at once. A host whose address is busy waits on
-that address and is put back in the heap when a request to it finishes.
+Hosts that resolve to the same address share an :class:`IpSlot`, so a server with 500
+virtual hosts is not asked 500 things at once. An address that serves ``n`` distinct
+host names (seen in this run) allows ``limit = per_ip x ceil(sqrt(n))`` requests in
+flight, at most ``per_ip_max``, and at most ``limit`` request starts per delay: one site
+on its own address is asked one thing at a time, a shared host of nine small sites three,
+an address in front of hundreds of sites (a CDN) ``per_ip_max``. Each host keeps its own
+limit and delay besides. A host whose address is busy waits on that address and is put
+back in the heap when a request to it finishes.
 
 Delay rule, applied when a response completes::
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -43,6 +48,12 @@ from trawl.store.values import QueuedURL
 Clock = Callable[[], float]
 
 
+def address_limit(hosts: int, politeness: Politeness) -> int:
+    """Requests in flight allowed to an address that serves ``hosts`` distinct hosts."""
+    grown = politeness.per_ip * math.isqrt(max(hosts - 1, 0)) + politeness.per_ip
+    return max(politeness.per_ip, min(politeness.per_ip_max, grown))
+
+
 @dataclass(slots=True, eq=False)
 class IpSlot:
     """Politeness state of one server address, shared by every host name on it."""
@@ -51,6 +62,10 @@ class IpSlot:
     inflight: int = 0
     next_ready: float = 0.0
     waiting: set[int] = field(default_factory=set)
+    hosts: set[int] = field(default_factory=set)
+    """The hosts seen on the address in this run."""
+    limit: int = 1
+    """Requests in flight at most, and request starts per delay."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +180,11 @@ class HostSlot:
         self.robots_pending = False
         return self.robots_failures
 
+    def robots_not_asked(self) -> None:
+        """The host's robots.txt could not be asked for (no connection could be opened):
+        it is asked again, no failed try counted."""
+        self.robots_pending = False
+
     def robots_unavailable(self, until: float) -> None:
         """The host's robots.txt stayed unavailable: everything is disallowed until clock
         time ``until``, when it is read anew (RFC 9309)."""
@@ -260,13 +280,15 @@ class HostScheduler:
         slot.resolving = False
         slot.ip = None
         if address is not None:
-            slot.ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
+            ip = slot.ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
+            ip.hosts.add(slot.id)
+            ip.limit = address_limit(len(ip.hosts), self._politeness)
         self._schedule(slot)
 
     def _wants_turn(self, slot: HostSlot) -> bool:
         if slot.inflight >= self._politeness.per_host or slot.robots_pending or slot.resolving:
             return False
-        if slot.ip is not None and slot.ip.inflight >= self._politeness.per_ip:
+        if slot.ip is not None and slot.ip.inflight >= slot.ip.limit:
             slot.ip.waiting.add(slot.id)
             return False
         return bool(slot.queue)
@@ -309,6 +331,11 @@ class HostScheduler:
             return slot
         return None
 
+    def ready_now(self) -> bool:
+        """Whether a host's turn has probably come (the heap's first entry is due; it
+        may be stale, which :meth:`pop_ready` would find out)."""
+        return bool(self._heap) and self._heap[0][0] <= self._clock()
+
     def requeue(self, slot: HostSlot) -> None:
         """Put a host back in the heap after a turn that sent no request."""
         self._schedule(slot)
@@ -320,10 +347,11 @@ class HostScheduler:
         now = self._clock()
         if self._politeness.per_host > 1:
             slot.next_ready = max(slot.next_ready, now + self._politeness.delay)
-        if slot.ip is not None:
-            slot.ip.inflight += 1
-            if self._politeness.per_ip > 1:
-                slot.ip.next_ready = max(slot.ip.next_ready, now + self._politeness.delay)
+        ip = slot.ip
+        if ip is not None:
+            ip.inflight += 1
+            if ip.limit > 1:
+                ip.next_ready = max(ip.next_ready, now + self._politeness.delay / ip.limit)
         self._schedule(slot)
 
     def delay_after(self, slot: HostSlot, response_time: float) -> float:
@@ -347,10 +375,14 @@ class HostScheduler:
         ip = slot.ip
         if ip is not None:
             ip.inflight -= 1
-            ip.next_ready = max(ip.next_ready, now + delay)
+            ip.next_ready = max(ip.next_ready, now + delay / ip.limit)
             waiting, ip.waiting = ip.waiting, set()
             for host_id in waiting:
                 self._schedule(self._slots[host_id])
+
+    def turn_in(self, slot: HostSlot) -> float:
+        """Seconds until the host's next turn may come, its address's rest included."""
+        return max(0.0, self._ready_at(slot) - self._clock())
 
     def hold(self, slot: HostSlot, until: float) -> None:
         """Keep the host idle until clock time ``until`` (the time a previous owner of its
