@@ -105,7 +105,7 @@ install-check:
 
 # Crawl benchmark (bench/): serves a generated site on loopback (nginx if installed) and
 # prints speed and correctness figures; exits non-zero only for wrong figures.
-.PHONY: bench bench-large bench-store bench-workers
+.PHONY: bench bench-large bench-store bench-workers bench-world bench-world-large
 
 bench: setup
 	$(BIN)/python -m bench.crawl --hosts 20 --pages 500
@@ -119,6 +119,14 @@ bench-store: setup
 bench-workers: setup
 	.ci/postgres-up
 	$(BIN)/python -m bench.workers --hosts 20 --pages 500
+
+# The world benchmark: a simulated web (DNS, TLS, latency, faults) crawled with trawl's
+# default politeness; exits non-zero only for wrong counts or a politeness violation.
+bench-world: setup
+	$(BIN)/python -m bench.world --hosts 10000
+
+bench-world-large: setup
+	$(BIN)/python -m bench.world --hosts 100000
 
 # pywb, for tests/test_replay.py, in a venv of its own: it requires brotlipy, whose
 # `brotli` module would shadow the Brotli that trawl decodes with.
