@@ -19,14 +19,14 @@ BUSY = dataclasses.replace(WANTS_REQUESTS, cpu=0.99)
 
 
 def test_without_flags_the_limits_start_at_the_old_defaults_and_are_capped_by_files() -> None:
-    capacity = Capacity(None, None, fd_budget=1_000_000)
+    capacity = Capacity(None, None, open_files=1_000_000)
     assert (capacity.requests, capacity.hosts) == (START_REQUESTS, START_HOSTS)
     assert (capacity.requests_ceiling, capacity.hosts_ceiling) == (AUTO_REQUESTS, AUTO_HOSTS)
-    assert Capacity(None, None, fd_budget=1024).requests_ceiling == 512
+    assert Capacity(None, None, open_files=1024).requests_ceiling == 512
 
 
 def test_requests_grow_while_hosts_wait_for_a_slot_and_the_loop_has_room() -> None:
-    capacity = Capacity(None, None, fd_budget=100_000)
+    capacity = Capacity(None, None, open_files=100_000)
     seen = [capacity.requests]
     for _ in range(10):
         capacity.adjust(WANTS_REQUESTS)
@@ -37,17 +37,17 @@ def test_requests_grow_while_hosts_wait_for_a_slot_and_the_loop_has_room() -> No
 
 
 def test_an_explicit_limit_is_a_ceiling_and_the_start_never_passes_it() -> None:
-    capacity = Capacity(100, 3, fd_budget=100_000)
+    capacity = Capacity(100, 3, open_files=100_000)
     assert (capacity.requests, capacity.hosts) == (START_REQUESTS, 3)
     for _ in range(20):
         capacity.adjust(WANTS_REQUESTS)
         capacity.adjust(WANTS_HOSTS)
     assert (capacity.requests, capacity.hosts) == (100, 3)
-    assert Capacity(8, None, fd_budget=100_000).requests == 8
+    assert Capacity(8, None, open_files=100_000).requests == 8
 
 
 def test_a_busy_loop_shrinks_requests_back_but_never_below_the_start() -> None:
-    capacity = Capacity(None, None, fd_budget=100_000)
+    capacity = Capacity(None, None, open_files=100_000)
     for _ in range(10):
         capacity.adjust(WANTS_REQUESTS)
     grown = capacity.requests
@@ -68,13 +68,13 @@ def test_a_busy_loop_shrinks_requests_back_but_never_below_the_start() -> None:
     ],
 )
 def test_nothing_grows_when_growth_would_not_help(load: Load) -> None:
-    capacity = Capacity(None, None, fd_budget=100_000)
+    capacity = Capacity(None, None, open_files=100_000)
     capacity.adjust(load)
     assert (capacity.requests, capacity.hosts) == (START_REQUESTS, START_HOSTS)
 
 
 def test_hosts_grow_while_every_host_slot_is_taken_and_request_slots_go_unused() -> None:
-    capacity = Capacity(None, None, fd_budget=100_000)
+    capacity = Capacity(None, None, open_files=100_000)
     for _ in range(8):
         capacity.adjust(WANTS_HOSTS)
     assert capacity.hosts > 5 * START_HOSTS

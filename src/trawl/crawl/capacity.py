@@ -27,7 +27,6 @@ ceilings are ``AUTO_REQUESTS`` (and half the file descriptors the process may op
 from __future__ import annotations
 
 import math
-import resource
 from dataclasses import dataclass
 
 from trawl.config import START_HOSTS, START_REQUESTS
@@ -71,8 +70,8 @@ class Load:
 class Capacity:
     """The live request and host limits of one crawl process."""
 
-    def __init__(self, requests: int | None, hosts: int | None, fd_budget: int) -> None:
-        self.requests_ceiling = requests or max(1, min(AUTO_REQUESTS, fd_budget // 2))
+    def __init__(self, requests: int | None, hosts: int | None, open_files: int) -> None:
+        self.requests_ceiling = requests or max(1, min(AUTO_REQUESTS, open_files // 2))
         self.hosts_ceiling = hosts or AUTO_HOSTS
         self.requests = self._requests_floor = min(START_REQUESTS, self.requests_ceiling)
         self.hosts = min(START_HOSTS, self.hosts_ceiling)
@@ -127,9 +126,3 @@ class LoadMeter:
         )
         self._restart(now, cpu)
         return load
-
-
-def open_file_limit() -> int:
-    """The number of files (sockets included) this process may have open."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft if soft != resource.RLIM_INFINITY else AUTO_REQUESTS * 2

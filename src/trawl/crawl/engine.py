@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from trawl.config import START_REQUESTS, CrawlConfig
 from trawl.content.stage import ContentStage
-from trawl.crawl.capacity import PROBE, TICK, Capacity, LoadMeter, open_file_limit
+from trawl.crawl.capacity import PROBE, TICK, Capacity, LoadMeter
 from trawl.crawl.commit import Committer, OnItems
 from trawl.crawl.host_jobs import HostJobs
 from trawl.crawl.page_job import PageJob
@@ -39,6 +39,7 @@ from trawl.extract.links import LinkFilter
 from trawl.extract.pool import ExtractPool
 from trawl.extract.scope import Scope
 from trawl.extract.soft404 import Soft404Detector
+from trawl.fetch import fdlimit
 from trawl.fetch.fetcher import Fetcher
 from trawl.freshness.requeue import requeue, requeue_due, start_pass
 from trawl.frontier.queue import Frontier
@@ -92,7 +93,9 @@ class Crawler:
         robots = RobotsGate(store, fetcher, agent_token(config.user_agent), config.url_rules)
         self._soft404 = Soft404Detector(store, fetcher, enabled=config.soft_404, rng=self._rng)
         self._scheduler = HostScheduler(config.politeness, clock)
-        self._capacity = Capacity(config.concurrency, config.leases.max_hosts, open_file_limit())
+        self._capacity = Capacity(
+            config.concurrency, config.leases.max_hosts, fdlimit.current().soft
+        )
         self._meter = LoadMeter(clock(), time.thread_time())
         self._frontier = Frontier(
             store,
