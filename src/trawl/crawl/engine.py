@@ -403,6 +403,9 @@ class Crawler:
                 await self._frontier.look()
                 await self._rules.read(self._store)
             self._refill_wanted.clear()
+            if self._stop.is_set():
+                # Stopping: what is in flight finishes; no host is leased, no URL claimed.
+                continue
             if await self._frontier.refill():
                 self._wake.set()
 
