@@ -3,18 +3,19 @@ asks for another refill only once its buffer runs low."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trawl.config import Politeness
 from trawl.extract.urls import url_hash
-from trawl.frontier.queue import Frontier
-from trawl.politeness.scheduler import HostScheduler
+from trawl.frontier.queue import RECHECK, Frontier
+from trawl.politeness.scheduler import HostScheduler, HostSlot
 from trawl.store.sqlite.store import SQLiteStore
-from trawl.store.values import CommitBatch, NewURL
+from trawl.store.values import CommitBatch, NewURL, QueuedURL
 
 
-def discovered(host: str, count: int) -> CommitBatch:
-    urls = [f"http://{host}/{n}" for n in range(count)]
+def discovered(host: str, count: int, path: str = "") -> CommitBatch:
+    urls = [f"http://{host}/{path}{n}" for n in range(count)]
     return CommitBatch(new_urls=[NewURL(url_hash(u), u, host, 1) for u in urls])
 
 
@@ -37,3 +38,52 @@ async def test_a_host_runs_low_below_half_its_share(tmp_path: Path) -> None:
         assert not frontier.runs_low(slot)
         assert scheduler.find(slot.id) is slot
         assert scheduler.find(slot.id + 1) is None
+
+
+class CountingStore(SQLiteStore):
+    """The real store, recording which hosts each claim asked for."""
+
+    asked: list[set[int]]
+
+    async def claim(
+        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+    ) -> Sequence[QueuedURL]:
+        self.asked.append(set(wanted))
+        return await super().claim(wanted, now, worker)
+
+
+def empty(scheduler: HostScheduler, *slots: HostSlot) -> None:
+    for slot in slots:
+        while slot.queue:
+            scheduler.take(slot)
+
+
+async def test_a_host_whose_claim_came_back_short_is_asked_again_only_for_new_work(
+    tmp_path: Path,
+) -> None:
+    now = [100.0]
+    async with CountingStore(tmp_path) as store:
+        store.asked = []
+        await store.commit(discovered("a.test", 3))
+        await store.commit(discovered("b.test", 30))
+        scheduler = HostScheduler(Politeness(), lambda: now[0])
+        frontier = Frontier(store, scheduler, capacity=40, clock=lambda: now[0])
+        assert await frontier.refill() == 23  # a's 3, b's share of 20
+        a, b = sorted(scheduler.slots(), key=lambda slot: slot.name)
+        empty(scheduler, a, b)
+        assert await frontier.refill() == 10  # b's last 10; a came back short: not asked
+        assert store.asked[-1] == {b.id}
+        empty(scheduler, b)
+        asked = len(store.asked)
+        assert await frontier.refill() == 0
+        assert len(store.asked) == asked  # both came back short: no claim at all
+        # New URLs of a are committed: a is asked at the next refill.
+        await store.commit(discovered("a.test", 6, path="new/"))
+        frontier.new_work([a.id])
+        assert await frontier.refill() == 6
+        assert store.asked[-1] == {a.id}
+        # Without new work, a host that came back short is asked again after RECHECK.
+        empty(scheduler, a)
+        now[0] += RECHECK
+        assert await frontier.refill() == 0
+        assert store.asked[-1] == {a.id, b.id}

@@ -398,8 +398,8 @@ class Crawler:
             if self._clock() >= next_look:
                 # Twice a second however busy: the store's figures and the operator's rules.
                 next_look = self._clock() + REFILL_PERIOD
-                if self._config.freshness.continuous:
-                    await requeue_due(self._store)
+                if self._config.freshness.continuous and await requeue_due(self._store):
+                    self._frontier.recheck()
                 await self._frontier.look()
                 await self._rules.read(self._store)
             self._refill_wanted.clear()
@@ -434,6 +434,7 @@ class Crawler:
             self._counts[name] = self._counts.get(name, 0) + value
         if result.hosts_with_new_work:
             self._frontier.exhausted = False
+            self._frontier.new_work(result.hosts_with_new_work)
             find, runs_low = self._scheduler.find, self._frontier.runs_low
             if any(runs_low(find(host)) for host in result.hosts_with_new_work):
                 self._refill_wanted.set()

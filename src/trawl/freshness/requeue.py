@@ -32,12 +32,14 @@ async def requeue(store: Store, *, every: bool) -> None:
         log.info("queued %d pages again for a recrawl", total, extra={"recrawls": total})
 
 
-async def requeue_due(store: Store) -> None:
+async def requeue_due(store: Store) -> bool:
     """Queue again what is due, if anything is: a read when nothing is, not a write
-    transaction (a continuous crawl asks twice a second)."""
+    transaction (a continuous crawl asks twice a second). True when something was due."""
     due = await store.next_due()
     if due is not None and due <= time.time():
         await requeue(store, every=False)
+        return True
+    return False
 
 
 async def start_pass(store: Store, fresh: Freshness) -> bool:
