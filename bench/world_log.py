@@ -34,6 +34,10 @@ ROBOTS = "/robots.txt"
 ABANDON_SLACK = 0.01
 """Seconds a gap after an abandoned request may fall short: its logged end is when the
 server saw the client close, a little after the client did."""
+CLIENT_TIMEOUT = 30.0
+"""trawl's default ``--timeout``: a page the server took about this long to answer may
+have been given up by trawl just as it was written (it is then queued again, with the
+error ``timeout``), so its 200 is not counted as unrecorded."""
 DONE = 2
 """trawl's state of a URL fetched for good (trawl.store.values.State.DONE)."""
 
@@ -221,8 +225,11 @@ def audit_store(
             continue
         url = found[1]
         served[url] += 1
-        if store.get(url, (None, None))[0] != DONE and (
-            stopped_ns is None or request.end < stopped_ns
+        raced = request.end - request.start >= (CLIENT_TIMEOUT - 1.0) * 1e9
+        if (
+            store.get(url, (None, None))[0] != DONE
+            and not raced
+            and (stopped_ns is None or request.end < stopped_ns)
         ):
             unrecorded += 1
             examples.append(f"served, not recorded: {url}")
