@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import tracemalloc
 
 import pytest
 
@@ -108,3 +109,22 @@ def test_a_busy_address_wakes_its_waiting_hosts() -> None:
     assert scheduler.pop_ready() == 1.3  # the address rests for the delay after a
     now[0] = 1.3
     assert scheduler.pop_ready() is b
+
+
+def test_a_host_slot_is_small_and_gives_its_urls_in_order() -> None:
+    """A run keeps a slot for every host it met, so an idle one must cost little."""
+    scheduler = HostScheduler(Politeness(), lambda: 0.0)
+    names = [f"h{n}.test" for n in range(2_000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        slots = [scheduler.slot(n, name) for n, name in enumerate(names)]
+        per_slot = (tracemalloc.get_traced_memory()[0] - before) / len(slots)
+    finally:
+        tracemalloc.stop()
+    assert per_slot < 600, f"{per_slot:.0f} bytes a slot"
+    slot = slots[0]
+    scheduler.add(slot, [QueuedURL(n, f"http://h0.test/{n}", 0, 0, 0, 0) for n in range(5)])
+    assert [scheduler.take(slot).id, scheduler.take(slot).id] == [0, 1]
+    assert [url.id for url in scheduler.drain(slot)] == [2, 3, 4]
+    assert (scheduler.buffered, slot.queue) == (0, [])

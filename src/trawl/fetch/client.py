@@ -1,11 +1,9 @@
 """trawl's HTTP/1.1 client: one GET at a time per connection, connections kept alive.
 
-The fetcher needs little of a general client: GET only, no cookies, no redirects, no
-proxies, no automatic decompression, one request in flight per connection. This client
-does that and no more, on an asyncio protocol with the llhttp parser (httptools): on the
-crawl benchmark's site it takes about 0.6 of aiohttp's CPU per request, body included
-(``python -m bench.client``), and the request path runs on the crawl's one event loop,
-where every microsecond delays the answers of other hosts.
+The fetcher needs little of a general client: GET only, no cookies, redirects, proxies
+or automatic decompression, one request in flight per connection. This client does that
+on an asyncio protocol with httptools' llhttp parser, at about 0.6 of aiohttp's CPU a
+request (``python -m bench.client``), on the crawl's one event loop: every microsecond counts.
 
 Every connection goes to an address the guarded resolver has checked, and TLS is
 verified against the host name. Idle connections are pooled per origin
@@ -153,7 +151,9 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self._pool.forget(self)
         self._pool.uncount(self)
-        if self._parser is None or self._complete or self._error is not None:
+        # Cycles back to self: left to the rare collections, they kept 256 KB TLS buffers.
+        parser, self._parser, self.transport = self._parser, None, None
+        if parser is None or self._complete or self._error is not None:
             return
         if self._headers_done and self._until_close():
             self._complete = True
