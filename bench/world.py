@@ -202,7 +202,8 @@ class WorldResult:
             ("store", f"{self.store}, {self.workers} worker(s), at most "
                       f"{self.most_lease_owners} holding leases at once"),
             ("leases/s", f"{self.leases_taken_per_second:.1f} taken, "
-                         f"{self.leases_given_back_per_second:.1f} given back; taken by minute "
+                         f"{self.leases_given_back_per_second:.1f} given back (to SIGINT); "
+                         "taken by minute "
                          + self.by_minute("leases_taken_per_second")),
             ("PostgreSQL CPU", "-" if self.database_cpu_seconds is None else
                                f"{self.database_cpu_seconds:.1f} s, "
@@ -311,12 +312,14 @@ def run_world(
     store: str | None = None,
     workers: int = 1,
     local: Sequence[str] = (),
+    keep_store: bool = False,
 ) -> WorldResult:
     """Run the world benchmark once. ``run_dir`` (an empty directory) keeps the access
-    logs (access-N.log), trawl's data dirs (trawl-data, or trawl-data-N for worker N) and
-    stderr files; without it they go in a temporary directory. ``out`` gets the progress
-    lines (None: quiet). ``store`` (a PostgreSQL URL) keeps the crawl there, worked by
-    ``workers`` processes; ``local`` goes to every trawl process."""
+    logs (access-N.log), trawl's data dirs (trawl-data, or trawl-data-N for worker N), its
+    summaries and stderr (trawl-N.json, trawl-N.err); without it they go in a temporary
+    directory. ``out`` gets the progress lines (None: quiet). ``store`` (a PostgreSQL
+    URL) keeps the crawl there, worked by ``workers`` processes; ``local`` goes to every
+    trawl process; ``keep_store`` leaves the crawl's schema in the database."""
     world = World(params)
     truth = ground_truth(world)
     shared = None if store is None else SharedCrawl(store)
@@ -345,7 +348,8 @@ def run_world(
                 crawl = run.crawl(commands, servers, SqliteHosts(run.data[0]), interval, duration,
                                   out)  # fmt: skip
             else:
-                stack.callback(shared.drop)
+                if not keep_store:
+                    stack.callback(shared.drop)
                 database = PostgresCpu(period=1.0)
                 database.start()
                 crawl = run.crawl(commands, servers, shared, interval, duration, out)
@@ -414,9 +418,12 @@ class _Run:
             for n, command in enumerate(commands):
                 if n == 1 and isinstance(store, SharedCrawl):
                     store.wait_for_policy(lambda: workers[0].poll() is None)
-                with (self.where / f"trawl-{n}.err").open("w") as errors:
+                with (
+                    (self.where / f"trawl-{n}.json").open("w") as summary,
+                    (self.where / f"trawl-{n}.err").open("w") as errors,
+                ):
                     worker = subprocess.Popen(
-                        command, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+                        command, stdout=summary, stderr=errors, start_new_session=True
                     )
                 workers.append(worker)
                 monitor.trawl.append(workers[-1].pid)
@@ -508,8 +515,10 @@ def _rounded(value: float | None) -> float | None:
 
 
 def _mean(samples: list[Sample], figure: str) -> float:
-    """The mean of ``figure`` over the samples that know it, -1 when none does."""
-    known = [float(getattr(s, figure)) for s in samples if getattr(s, figure) >= 0]
+    """The mean of ``figure`` over the samples that know it, taken before trawl was sent
+    SIGINT (its shutdown gives every lease back); -1 when none does."""
+    known = [float(getattr(s, figure)) for s in samples
+             if getattr(s, figure) >= 0 and not s.stopping]  # fmt: skip
     return round(sum(known) / len(known), 2) if known else -1.0
 
 
@@ -541,6 +550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--workers", type=int, default=1, help="trawl processes sharing the --store crawl"
+    )
+    parser.add_argument(
+        "--keep-store", action="store_true", help="leave the --store crawl's schema in place"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between lines")
@@ -583,7 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         params, duration=args.duration, extra=extra, interval=args.interval,
         processes=args.processes, latency_scale=args.latency_scale,
         idle_timeout=args.idle_timeout, run_dir=args.run_dir, out=sys.stderr,
-        store=args.store, workers=args.workers, local=local,
+        store=args.store, workers=args.workers, local=local, keep_store=args.keep_store,
     )  # fmt: skip
     print(result.to_json() if args.json else result.table())
     return 1 if result.failures else 0
