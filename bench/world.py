@@ -2,7 +2,7 @@
 
     python -m bench.world [--hosts 10000] [--pages 10] [--duration 0] [--seed 1]
         [--extra "trawl args"] [--local "trawl args"] [--json]
-        [--store postgresql://127.0.0.1:5432/test --workers W]
+        [--store postgresql://127.0.0.1:5432/test --workers W [--keep-store]]
 
 It starts the world's DNS server (bench.world_dns) and HTTP/HTTPS server processes
 (bench.world_server, the world of bench.world_map), then ``trawl crawl`` from the world's
