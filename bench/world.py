@@ -1,7 +1,8 @@
 """The world benchmark: trawl with its default politeness against a simulated web.
 
     python -m bench.world [--hosts 10000] [--pages 10] [--duration 0] [--seed 1]
-        [--extra "trawl args"] [--json]
+        [--extra "trawl args"] [--local "trawl args"] [--json]
+        [--store postgresql://127.0.0.1:5432/test --workers W [--keep-store]]
 
 It starts the world's DNS server (bench.world_dns) and HTTP/HTTPS server processes
 (bench.world_server, the world of bench.world_map), then ``trawl crawl`` from the world's
@@ -9,6 +10,15 @@ seeds with only what the world needs: its name server, no hosts file, loopback a
 the world's test CA, ``--max-depth 1000`` (scope: the world's shortest paths reach past
 the default 15) and ``--data-dir``/``--fresh``/``--metrics-port``/``--json``. No
 politeness or speed option is given: trawl runs with its defaults.
+
+With ``--store DSN`` the crawl is kept in PostgreSQL (a fresh crawl, bench.world_pg,
+dropped at the end) and worked by ``--workers`` processes: the first is ``trawl crawl
+--store``, the others ``trawl worker --store`` started once the crawl's policy is stored;
+each gets the world's resolver options, its own ``--worker-id``, data dir and metrics port
+(``--extra`` goes to the first only, as the crawl's policy; ``--local`` to every process).
+CPU, RSS and fds are summed over the workers, the store is read through PostgreSQL, and
+the PostgreSQL server's CPU (every ``postgres`` process, bench.workers.PostgresCpu, less
+the monitor's own queries) is reported per 1,000 pages.
 
 Every ``--interval`` seconds (bench.world_monitor) and at the end it prints pages/s,
 requests in flight and connections at the server, hosts in service, trawl's CPU ms per
@@ -38,6 +48,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+import psycopg
+
+from bench.workers import PostgresCpu
 from bench.world_log import (
     Audit,
     Request,
@@ -50,6 +63,7 @@ from bench.world_log import (
 )  # fmt: skip
 from bench.world_map import SHARED_ADDRESSES, ZONES, GroundTruth, World, WorldParams, ground_truth
 from bench.world_monitor import Monitor, Sample, memory_fit, rss_per_held_host
+from bench.world_pg import HostsReader, SharedCrawl, SqliteHosts
 from bench.world_server import ABANDONED, ServerConfig
 
 __all__ = ["WorldResult", "main", "make_certificates", "run_world"]
@@ -128,6 +142,14 @@ class WorldResult:
     bytes_per_connected_host: float | None
     audit: Audit
     series: list[Sample] = field(default_factory=list)
+    workers: int = 1
+    store: str = "sqlite"
+    database_cpu_seconds: float | None = None
+    """PostgreSQL's CPU seconds over the run (None on SQLite)."""
+    leases_taken_per_second: float = -1.0
+    leases_given_back_per_second: float = -1.0
+    most_lease_owners: int = -1
+    """The most workers seen holding leases at once."""
 
     @property
     def failures(self) -> list[str]:
@@ -141,13 +163,19 @@ class WorldResult:
             found.append(f"{self.max_inflight_per_host} requests in flight on one host")
         return found
 
-    def by_minute(self) -> str:
-        """Pages/s of each minute of the run, from the samples."""
+    @property
+    def database_ms_per_1000_pages(self) -> float | None:
+        if self.database_cpu_seconds is None:
+            return None
+        return round(self.database_cpu_seconds * 1e6 / max(1, self.pages), 1)
+
+    def by_minute(self, figure: str = "pages_per_second") -> str:
+        """The mean of a sample's ``figure`` over each minute of the run."""
         minutes: dict[int, list[float]] = {}
         for sample in self.series:
-            minutes.setdefault(int(max(0.0, sample.seconds - 0.01) // 60), []).append(
-                sample.pages_per_second
-            )
+            value = getattr(sample, figure)
+            if value >= 0:
+                minutes.setdefault(int(max(0.0, sample.seconds - 0.01) // 60), []).append(value)
         return ", ".join(f"{sum(v) / len(v):.0f}" for _, v in sorted(minutes.items())) or "-"
 
     def table(self) -> str:
@@ -171,7 +199,16 @@ class WorldResult:
                         f"peak interval {self.peak_pages_per_second:.1f})"),
             ("pages/s by minute", self.by_minute()),
             ("requests", f"{self.requests}; statuses {self.statuses}"),
-            ("trawl CPU", f"{self.cpu_ms_per_page:.2f} ms/page (process tree)"),
+            ("store", f"{self.store}, {self.workers} worker(s), at most "
+                      f"{self.most_lease_owners} holding leases at once"),
+            ("leases/s", f"{self.leases_taken_per_second:.1f} taken, "
+                         f"{self.leases_given_back_per_second:.1f} given back (to SIGINT); "
+                         "taken by minute "
+                         + self.by_minute("leases_taken_per_second")),
+            ("PostgreSQL CPU", "-" if self.database_cpu_seconds is None else
+                               f"{self.database_cpu_seconds:.1f} s, "
+                               f"{self.database_ms_per_1000_pages:.0f} ms per 1,000 pages"),
+            ("trawl CPU", f"{self.cpu_ms_per_page:.2f} ms/page (process trees)"),
             ("trawl RSS, fds", f"peak {self.peak_rss_mb:.0f} MB, peak {self.peak_trawl_fds} fds"),
             ("memory per host", fit),
             ("server", f"{self.server_processes} process(es), CPU {self.server_cpu_share:.1%} "
@@ -203,15 +240,28 @@ class WorldResult:
         return json.dumps({**asdict(self), "failures": self.failures}, sort_keys=True)
 
 
-def _trawl_command(
-    world: World, dns_port: int, metrics_port: int, ca: Path, data: Path, extra: Sequence[str]
-) -> list[str]:
+def _trawl_commands(
+    world: World,
+    run: _Run,
+    ca: Path,
+    extra: Sequence[str],
+    local: Sequence[str],
+    shared: SharedCrawl | None,
+) -> list[list[str]]:
+    """The crawl process's command and, on a shared crawl, every other worker's."""
+    resolver = ["--nameserver", f"127.0.0.1:{run.dns_port}", "--hosts-file", "",
+                "--allow-network", "127.0.0.0/8", "--ca-file", str(ca)]  # fmt: skip
+    crawl = ["crawl", *world.seeds(), "--max-depth", "1000", *extra]
+    if shared is None:
+        return [[sys.executable, "-m", "trawl", *crawl, *resolver, "--data-dir", str(run.data[0]),
+                 "--fresh", "--metrics-port", str(run.metrics_ports[0]), "--json",
+                 "--no-progress", *local]]  # fmt: skip
     return [
-        sys.executable, "-m", "trawl", "crawl", *world.seeds(),
-        "--nameserver", f"127.0.0.1:{dns_port}", "--hosts-file", "",
-        "--allow-network", "127.0.0.0/8", "--ca-file", str(ca), "--max-depth", "1000",
-        "--data-dir", str(data), "--fresh", "--metrics-port", str(metrics_port), "--json",
-        "--no-progress", *extra,
+        [sys.executable, "-m", "trawl", *(crawl if n == 0 else ["worker"]), *resolver,
+         "--store", shared.dsn, "--crawl", shared.crawl, "--worker-id", f"w{n}",
+         "--data-dir", str(data), "--metrics-port", str(port), "--json", "--no-progress",
+         *local]
+        for n, (data, port) in enumerate(zip(run.data, run.metrics_ports, strict=True))
     ]  # fmt: skip
 
 
@@ -259,17 +309,25 @@ def run_world(
     idle_timeout: float = 5.0,
     run_dir: Path | None = None,
     out: TextIO | None = None,
+    store: str | None = None,
+    workers: int = 1,
+    local: Sequence[str] = (),
+    keep_store: bool = False,
 ) -> WorldResult:
     """Run the world benchmark once. ``run_dir`` (an empty directory) keeps the access
-    logs (access-N.log), trawl's data dir (trawl-data) and stderr files; without it they go
-    in a temporary directory. ``out`` gets the progress lines (None: quiet)."""
+    logs (access-N.log), trawl's data dirs (trawl-data, or trawl-data-N for worker N), its
+    summaries and stderr (trawl-N.json, trawl-N.err); without it they go in a temporary
+    directory. ``out`` gets the progress lines (None: quiet). ``store`` (a PostgreSQL
+    URL) keeps the crawl there, worked by ``workers`` processes; ``local`` goes to every
+    trawl process; ``keep_store`` leaves the crawl's schema in the database."""
     world = World(params)
     truth = ground_truth(world)
+    shared = None if store is None else SharedCrawl(store)
     with contextlib.ExitStack() as stack:
         if run_dir is None:
             run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trawl-world-")))
         run_dir.mkdir(parents=True, exist_ok=True)
-        run = _Run(run_dir, processes)
+        run = _Run(run_dir, processes, workers if shared else 1)
         ca, cert, key = make_certificates(run_dir)
         p = params
         world_args = [str(v) for v in (p.hosts, p.pages, p.seed, p.http_port, p.https_port)]
@@ -285,81 +343,116 @@ def run_world(
                 )  # fmt: skip
                 command = [sys.executable, "-m", "bench.world_server", json.dumps(asdict(config))]
                 servers.append(helpers.enter_context(_helper(command, run_dir / f"server-{n}.err")))
-            command = _trawl_command(world, run.dns_port, run.metrics_port, ca, run.data, extra)
-            crawl = run.crawl(command, servers, interval, duration, out)
+            commands = _trawl_commands(world, run, ca, extra, local, shared)
+            if shared is None:
+                crawl = run.crawl(commands, servers, SqliteHosts(run.data[0]), interval, duration,
+                                  out)  # fmt: skip
+            else:
+                if not keep_store:
+                    stack.callback(shared.drop)
+                database = PostgresCpu(period=1.0)
+                database.start()
+                crawl = run.crawl(commands, servers, shared, interval, duration, out)
+                crawl.database_cpu = max(0.0, database.stop() - shared.sampler_cpu())
         requests = parse(line for log in run.logs for line in log.read_text().splitlines())
-        store = read_store(run.data) if (run.data / "crawl.db").is_file() else {}
-        audit = audit_store(world, truth, requests, store, crawl.stopped_ns)
+        if shared is not None:
+            urls = shared.urls()
+        else:
+            urls = read_store(run.data[0]) if (run.data[0] / "crawl.db").is_file() else {}
+        audit = audit_store(world, truth, requests, urls, crawl.stopped_ns)
         dns = json.loads(run.counts.read_text())
     if crawl.code not in (0, 130) and out is not None:
         out.write(crawl.errors)
-    return _result(world, truth, requests, audit, dns, crawl, processes, _delay_of(extra))
+    result = _result(world, truth, requests, audit, dns, crawl, processes, _delay_of(extra))
+    result.workers, result.store = run.workers, "sqlite" if store is None else store
+    return result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Crawl:
-    """The trawl process as the driver saw it."""
+    """The trawl processes as the driver saw them."""
 
     code: int
+    """The first non-zero exit status of a worker, else 0."""
     wall: float
     cpu: float
-    """CPU seconds of trawl and its children (os.wait4)."""
+    """CPU seconds of the workers and their children (os.wait4)."""
     stopped_ns: int | None
-    """When it was sent SIGINT (CLOCK_MONOTONIC), if it was."""
+    """When they were sent SIGINT (CLOCK_MONOTONIC), if they were."""
     duration: float
     monitor: Monitor
     errors: str
+    database_cpu: float | None = None
 
 
 class _Run:
     """The ports and files of one run."""
 
-    def __init__(self, where: Path, processes: int) -> None:
-        self.where = where
+    def __init__(self, where: Path, processes: int, workers: int) -> None:
+        self.where, self.workers = where, workers
         self.dns_port = _free_port(socket.SOCK_DGRAM, "127.0.0.1")
-        self.metrics_port = _free_port(address="127.0.0.1")
+        self.metrics_ports = [_free_port(address="127.0.0.1") for _ in range(workers)]
         self.counts = where / "dns.json"
         self.logs = [where / f"access-{n}.log" for n in range(processes)]
         for log in self.logs:
             log.touch()
-        self.data = where / "trawl-data"
+        names = ["trawl-data"] if workers == 1 else [f"trawl-data-{n}" for n in range(workers)]
+        self.data = [where / name for name in names]
 
     def crawl(
         self,
-        command: list[str],
+        commands: list[list[str]],
         servers: list[subprocess.Popen[str]],
+        store: HostsReader,
         interval: float,
         duration: float,
         out: TextIO | None,
     ) -> _Crawl:
-        """Run trawl to its exit, or SIGINT it after ``duration`` seconds (0: never)."""
+        """Run the workers to their exit, or SIGINT them after ``duration`` seconds (0:
+        never). The second and later start once the first stored the crawl's policy."""
         started = time.perf_counter()
-        with (self.where / "trawl.err").open("w") as errors:
-            trawl = subprocess.Popen(
-                command, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
-            )
-        monitor = Monitor(trawl.pid, servers, self.logs, self.metrics_port, self.data,
-                          interval, out)  # fmt: skip
-        monitor.start()
-        stopped_ns = None
+        workers: list[subprocess.Popen[bytes]] = []
+        monitor = Monitor([], servers, self.logs, self.metrics_ports, store, interval, out)
+        codes, cpu, stopped_ns = [], 0.0, None
         try:
-            while not (exited := os.wait4(trawl.pid, os.WNOHANG))[0]:
-                if duration and time.perf_counter() - started >= duration and stopped_ns is None:
-                    stopped_ns = time.monotonic_ns()
-                    monitor.stopping = True
-                    trawl.send_signal(signal.SIGINT)
-                time.sleep(0.1)
-            _, status, usage = exited
-            trawl.returncode = os.waitstatus_to_exitcode(status)
+            for n, command in enumerate(commands):
+                if n == 1 and isinstance(store, SharedCrawl):
+                    store.wait_for_policy(lambda: workers[0].poll() is None)
+                with (
+                    (self.where / f"trawl-{n}.json").open("w") as summary,
+                    (self.where / f"trawl-{n}.err").open("w") as errors,
+                ):
+                    worker = subprocess.Popen(
+                        command, stdout=summary, stderr=errors, start_new_session=True
+                    )
+                workers.append(worker)
+                monitor.trawl.append(workers[-1].pid)
+                if n == 0:
+                    monitor.start()
+            for worker in workers:
+                while not (exited := os.wait4(worker.pid, os.WNOHANG))[0]:
+                    if duration and time.perf_counter() - started >= duration and not stopped_ns:
+                        stopped_ns = time.monotonic_ns()
+                        monitor.stopping = True
+                        for each in workers:
+                            each.send_signal(signal.SIGINT)
+                    time.sleep(0.1)
+                _, status, usage = exited
+                worker.returncode = os.waitstatus_to_exitcode(status)
+                codes.append(worker.returncode)
+                cpu += usage.ru_utime + usage.ru_stime
         finally:
-            if trawl.returncode is None:
-                trawl.kill()
-                trawl.wait()
-            monitor.stop()
+            for worker in workers:
+                if worker.returncode is None:
+                    worker.kill()
+                    worker.wait()
+            if monitor.is_alive():
+                monitor.stop()
         wall = time.perf_counter() - started
-        text = (self.where / "trawl.err").read_text(errors="replace")[-3000:]
-        return _Crawl(trawl.returncode, wall, usage.ru_utime + usage.ru_stime, stopped_ns,
-                      duration, monitor, text)  # fmt: skip
+        text = "".join((self.where / f"trawl-{n}.err").read_text(errors="replace")[-3000:]
+                       for n in range(len(workers)))  # fmt: skip
+        code = next((c for c in codes if c != 0), 0)
+        return _Crawl(code, wall, cpu, stopped_ns, duration, monitor, text)
 
 
 def _result(
@@ -410,12 +503,23 @@ def _result(
         rss_growth_per_held_host=_rounded(rss_per_held_host(samples)),
         bytes_per_held_host=None if fit is None else round(fit[0], 1),
         bytes_per_connected_host=None if fit is None else round(fit[1], 1),
-        audit=audit, series=samples,
+        audit=audit, series=samples, database_cpu_seconds=_rounded(crawl.database_cpu),
+        leases_taken_per_second=_mean(samples, "leases_taken_per_second"),
+        leases_given_back_per_second=_mean(samples, "leases_given_back_per_second"),
+        most_lease_owners=max((s.lease_owners for s in samples), default=-1),
     )  # fmt: skip
 
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
+
+
+def _mean(samples: list[Sample], figure: str) -> float:
+    """The mean of ``figure`` over the samples that know it, taken before trawl was sent
+    SIGINT (its shutdown gives every lease back); -1 when none does."""
+    known = [float(getattr(s, figure)) for s in samples
+             if getattr(s, figure) >= 0 and not s.stopping]  # fmt: skip
+    return round(sum(known) / len(known), 2) if known else -1.0
 
 
 def world_page(world: World, name: str, path: str) -> bool:
@@ -438,6 +542,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--extra", default="", help="more trawl crawl arguments, one string")
+    parser.add_argument(
+        "--local", default="", help="machine-local trawl arguments for every worker, one string"
+    )
+    parser.add_argument(
+        "--store", default=None, help="a PostgreSQL URL to keep the crawl in (default: SQLite)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="trawl processes sharing the --store crawl"
+    )
+    parser.add_argument(
+        "--keep-store", action="store_true", help="leave the --store crawl's schema in place"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between lines")
     parser.add_argument("--processes", type=int, default=1, help="server processes")
@@ -457,13 +573,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="an empty directory to keep the logs and trawl's data in",
     )
     args = parser.parse_args(argv)  # fmt: skip
-    if args.hosts < 1 or args.pages < 1 or args.processes < 1:
-        parser.error("--hosts, --pages and --processes must be at least 1")
+    if args.hosts < 1 or args.pages < 1 or args.processes < 1 or args.workers < 1:
+        parser.error("--hosts, --pages, --processes and --workers must be at least 1")
+    if args.workers > 1 and args.store is None:
+        parser.error("--workers above 1 needs --store postgresql://...")
     try:
-        extra = shlex.split(args.extra)
+        extra, local = shlex.split(args.extra), shlex.split(args.local)
         _delay_of(extra)
     except ValueError as error:
-        parser.error(f"--extra: {error}")
+        parser.error(f"--extra or --local: {error}")
+    if args.store is not None:
+        try:
+            SharedCrawl(args.store).check()
+        except psycopg.Error as error:
+            parser.error(f"--store: {str(error).strip().splitlines()[0]}")
     # SIGTERM unwinds like an exception, so trawl and the helpers are stopped too.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     http_port = _free_port()
@@ -472,6 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         params, duration=args.duration, extra=extra, interval=args.interval,
         processes=args.processes, latency_scale=args.latency_scale,
         idle_timeout=args.idle_timeout, run_dir=args.run_dir, out=sys.stderr,
+        store=args.store, workers=args.workers, local=local, keep_store=args.keep_store,
     )  # fmt: skip
     print(result.to_json() if args.json else result.table())
     return 1 if result.failures else 0

@@ -2,11 +2,11 @@
 
 A thread reads, every interval: the new lines of the servers' access logs (pages/s and
 hosts in service: distinct hosts with a request ending in the interval), the servers'
-stats lines (requests in flight, open connections, event-loop lag), trawl's process tree
-from /proc (CPU, RSS, open fds of the crawl process), trawl's Prometheus metrics
-(every unlabelled ``trawl_*`` gauge about hosts or workers, among them the hosts it
-holds) and trawl's SQLite store, read-only (hosts with URLs claimed, hosts with URLs
-queued).
+stats lines (requests in flight, open connections, event-loop lag), trawl's process trees
+from /proc (CPU, RSS, open fds of the crawl process: one, or every worker of a shared
+crawl, summed), trawl's Prometheus metrics (every unlabelled ``trawl_*`` gauge about
+hosts or workers, among them the hosts it holds, summed over the workers) and the store
+(bench.world_pg: hosts leased, hosts with URLs queued, leases taken and given back).
 `memory_fit` turns the samples into bytes of RSS per held host and per connected host.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bench.procstat import TICKS, read_stat
+from bench.world_pg import UNKNOWN, HostsReader
 
 __all__ = ["Monitor", "Sample", "memory_fit", "rss_per_held_host", "tree_pids"]
 
@@ -51,13 +51,28 @@ class Sample:
     trawl_fds: int
     server_cpu_share: float
     held_hosts: int
-    """Hosts trawl holds: its `HELD_GAUGE` when it has one, else the hosts with URLs
-    claimed in the store; -1 unknown."""
+    """Hosts trawl holds: its `HELD_GAUGE` when it has one, else the hosts leased in the
+    store; -1 unknown."""
     queued_hosts: int
     """Hosts with URLs queued in the store; -1 unknown."""
     gauges: dict[str, float] = field(default_factory=dict)
     stopping: bool = False
     """Taken after trawl was sent SIGINT: its shutdown, left out of the memory figures."""
+    leases_taken_per_second: float = -1.0
+    """Leases taken (the step of the hosts' summed lease generations); -1 unknown."""
+    leases_given_back_per_second: float = -1.0
+    """Leases taken less the growth of the hosts leased: given back, or taken over
+    after they expired; -1 unknown."""
+    lease_owners: int = -1
+    """Workers holding at least one lease; -1 unknown."""
+
+    def _leases(self) -> str:
+        if self.leases_taken_per_second < 0:
+            return "leases ?"
+        return (
+            f"leases +{self.leases_taken_per_second:.1f}/s "
+            f"-{self.leases_given_back_per_second:.1f}/s, {self.lease_owners} owner(s)"
+        )
 
     def line(self) -> str:
         gauges = " ".join(f"{k.removeprefix('trawl_')}={v:g}" for k, v in self.gauges.items())
@@ -67,7 +82,7 @@ class Sample:
             f"{self.connections} conns, CPU {self.server_cpu_share:.0%} | "
             f"{self.hosts_in_service} hosts in service, {self.held_hosts} held, "
             f"{self.queued_hosts} queued | trawl {self.cpu_ms_per_page:.1f} ms/page, "
-            f"{self.rss / 2**20:.0f} MB, {self.trawl_fds} fds | {gauges}"
+            f"{self.rss / 2**20:.0f} MB, {self.trawl_fds} fds | {self._leases()} | {gauges}"
         )
 
 
@@ -118,32 +133,22 @@ def _gauges(port: int) -> dict[str, float]:
     return found
 
 
-def _store_hosts(data: Path) -> tuple[int, int]:
-    """Hosts with claimed URLs and hosts with queued URLs, read from the store."""
-    with contextlib.suppress(sqlite3.Error):
-        uri = f"file:{data / 'crawl.db'}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=1)) as db:
-            held = db.execute("SELECT COUNT(DISTINCT host_id) FROM urls WHERE state = 1")
-            queued = db.execute("SELECT COUNT(DISTINCT host_id) FROM ready")
-            return int(held.fetchone()[0]), int(queued.fetchone()[0])
-    return -1, -1
-
-
 class Monitor(threading.Thread):
     """Samples the crawl every ``interval`` seconds until stopped; prints each sample."""
 
     def __init__(
         self,
-        trawl: int,
+        trawl: list[int],
         servers: list[subprocess.Popen[str]],
         logs: list[Path],
-        metrics_port: int,
-        data: Path,
+        metrics_ports: list[int],
+        store: HostsReader,
         interval: float,
         out: TextIO | None,
     ) -> None:
         super().__init__(daemon=True)
-        self.trawl, self.servers, self.metrics_port, self.data = trawl, servers, metrics_port, data
+        self.trawl, self.servers, self.metrics_ports = trawl, servers, metrics_ports
+        self.store = store
         self.interval, self.out = interval, out
         self.logs = [log.open("r", encoding="utf-8") for log in logs]
         self.samples: list[Sample] = []
@@ -156,6 +161,7 @@ class Monitor(threading.Thread):
         self._lock = threading.Lock()
         self._partial = [""] * len(logs)
         self._server_ticks = self._trawl_ticks = 0
+        self._leases = UNKNOWN
         self._readers = [
             threading.Thread(target=self._read_stats, args=(n, s), daemon=True)
             for n, s in enumerate(servers)
@@ -181,6 +187,7 @@ class Monitor(threading.Thread):
 
     def run(self) -> None:
         started = last = time.perf_counter()
+        self._leases = self.store.read()
         self._server_ticks = _cpu_ticks([s.pid for s in self.servers])
         while not self._done.wait(self.interval):
             now = time.perf_counter()
@@ -200,7 +207,7 @@ class Monitor(threading.Thread):
                 hosts.add(host)
                 if status == "200" and target != "/robots.txt":
                     pages += 1
-        pids = tree_pids(self.trawl)
+        pids = [pid for worker in self.trawl for pid in tree_pids(worker)]
         ticks = _cpu_ticks(pids)
         # An exiting worker takes its ticks with it: a negative step is no CPU.
         cpu = max(0, ticks - self._trawl_ticks) / TICKS
@@ -212,10 +219,18 @@ class Monitor(threading.Thread):
         with self._lock:
             stats = list(self._stats.values())
         fds = 0
-        with contextlib.suppress(OSError):
-            fds = len(os.listdir(f"/proc/{self.trawl}/fd"))
-        held, queued = _store_hosts(self.data)
-        gauges = _gauges(self.metrics_port)
+        for worker in self.trawl:
+            with contextlib.suppress(OSError):
+                fds += len(os.listdir(f"/proc/{worker}/fd"))
+        leases, before = self.store.read(), self._leases
+        self._leases = leases
+        known = min(leases.generations, before.generations) >= 0
+        taken = leases.generations - before.generations
+        given_back = taken - (leases.held - before.held)
+        gauges: dict[str, float] = {}
+        for port in self.metrics_ports:
+            for name, value in _gauges(port).items():
+                gauges[name] = gauges.get(name, 0.0) + value
         return Sample(
             seconds=round(seconds, 1),
             pages_per_second=round(pages / elapsed, 1),
@@ -227,10 +242,13 @@ class Monitor(threading.Thread):
             rss=_rss(pids),
             trawl_fds=fds,
             server_cpu_share=round(server_cpu / elapsed, 3),
-            held_hosts=int(gauges.get(HELD_GAUGE, held)),
-            queued_hosts=queued,
+            held_hosts=int(gauges.get(HELD_GAUGE, leases.held)),
+            queued_hosts=leases.queued,
             gauges=gauges,
             stopping=self.stopping,
+            leases_taken_per_second=round(taken / elapsed, 2) if known else -1.0,
+            leases_given_back_per_second=round(given_back / elapsed, 2) if known else -1.0,
+            lease_owners=leases.owners,
         )
 
     def stop(self) -> None:

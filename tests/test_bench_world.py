@@ -20,6 +20,8 @@ from bench.world_map import Behaviour, Dns, Host, World, WorldParams, ground_tru
 from bench.world_monitor import Sample, memory_fit
 from bench.world_server import MEDIAN
 
+from pg import URL, connect
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = WorldParams(hosts=30, pages=4, seed=1684, http_port=0, https_port=0)
 """30 hosts whose seed gives every kind of host: TLS, shared, slow, failing, throttled,
@@ -282,3 +284,30 @@ def test_server_talks_to_loopback_only() -> None:
     assert not loopback_only(("127.1.0.7", 80), ("10.0.0.1", 50000))
     assert not loopback_only(("::1", 80, 0, 0), ("::1", 5000, 0, 0))
     assert not loopback_only(None, ("127.0.0.1", 50000))
+
+
+def _world_schemas() -> set[str]:
+    with connect() as conn:
+        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'trawl_world_%'")
+        return {name for (name,) in rows}
+
+
+def test_two_workers_share_a_postgresql_crawl_of_the_tiny_world(tmp_path: Path) -> None:
+    before = _world_schemas()
+    params = dataclasses.replace(TINY, http_port=_free_port(), https_port=_free_port())
+    # At most 8 hosts a worker, so the first cannot take all 30 before the second starts.
+    result = run_world(params, interval=1.0, latency_scale=0.05, run_dir=tmp_path, store=URL,
+                       workers=2, local=["--max-hosts", "8"])  # fmt: skip
+    assert result.failures == [], result.table()
+    assert (result.workers, result.store, result.trawl_exit) == (2, URL, 0)
+    assert not result.stopped
+    assert result.audit.missing == result.audit.unexpected == result.audit.discovered_diff == 0
+    assert result.violations == 0
+    assert result.max_inflight_per_host == 1
+    assert result.most_lease_owners == 2  # both workers held hosts at once
+    assert result.leases_taken_per_second > 0
+    assert result.database_cpu_seconds is not None
+    assert result.database_cpu_seconds > 0
+    assert "PostgreSQL CPU" in result.table()
+    assert sorted(p.name for p in tmp_path.glob("trawl-data-*")) == ["trawl-data-0", "trawl-data-1"]
+    assert _world_schemas() == before  # the crawl's schema is dropped
