@@ -3,7 +3,7 @@ asks for another refill only once its buffer runs low."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from trawl.config import Politeness
@@ -11,7 +11,7 @@ from trawl.extract.urls import url_hash
 from trawl.frontier.queue import RECHECK, Frontier
 from trawl.politeness.scheduler import HostScheduler, HostSlot
 from trawl.store.sqlite.store import SQLiteStore
-from trawl.store.values import CommitBatch, NewURL, QueuedURL
+from trawl.store.values import CommitBatch, Lease, NewURL, QueuedURL
 
 
 def discovered(host: str, count: int, path: str = "") -> CommitBatch:
@@ -44,12 +44,20 @@ class CountingStore(SQLiteStore):
     """The real store, recording which hosts each claim asked for."""
 
     asked: list[set[int]]
+    leases: int
 
     async def claim(
         self, wanted: Mapping[int, int], now: float, worker: str | None = None
     ) -> Sequence[QueuedURL]:
         self.asked.append(set(wanted))
         return await super().claim(wanted, now, worker)
+
+    async def lease_hosts(
+        self, worker: str, limit: int, ttl: float, holding: Collection[int] = (), *,
+        now: float | None = None,
+    ) -> Sequence[Lease]:  # fmt: skip
+        self.leases += 1
+        return await super().lease_hosts(worker, limit, ttl, holding, now=now)
 
 
 def empty(scheduler: HostScheduler, *slots: HostSlot) -> None:
@@ -63,7 +71,7 @@ async def test_a_host_whose_claim_came_back_short_is_asked_again_only_for_new_wo
 ) -> None:
     now = [100.0]
     async with CountingStore(tmp_path) as store:
-        store.asked = []
+        store.asked, store.leases = [], 0
         await store.commit(discovered("a.test", 3))
         await store.commit(discovered("b.test", 30))
         scheduler = HostScheduler(Politeness(), lambda: now[0])
@@ -87,3 +95,30 @@ async def test_a_host_whose_claim_came_back_short_is_asked_again_only_for_new_wo
         now[0] += RECHECK
         assert await frontier.refill() == 0
         assert store.asked[-1] == {a.id, b.id}
+
+
+async def test_after_a_lease_that_found_fewer_hosts_than_asked_hosts_are_leased_again_for_new_ones(
+    tmp_path: Path,
+) -> None:
+    now = [100.0]
+    async with CountingStore(tmp_path) as store:
+        store.asked, store.leases = [], 0
+        await store.commit(discovered("a.test", 3))
+        scheduler = HostScheduler(Politeness(), lambda: now[0])
+        frontier = Frontier(store, scheduler, capacity=40, clock=lambda: now[0])
+        await frontier.refill()
+        assert (store.leases, frontier.holding) == (1, 1)  # 1 host of the 1,024 asked for
+        await frontier.refill()
+        assert store.leases == 1  # no other host to lease: not asked again at once
+        await store.commit(discovered("b.test", 3))
+        (a,) = scheduler.slots()
+        frontier.new_work([a.id])  # a held host's new URLs: still no lease
+        await frontier.refill()
+        assert store.leases == 1
+        b_id = (await store.host_ids(["b.test"]))["b.test"]
+        frontier.new_work([b_id])  # a host not held has URLs: lease again
+        await frontier.refill()
+        assert (store.leases, frontier.holding) == (2, 2)
+        now[0] += RECHECK
+        await frontier.refill()
+        assert store.leases == 3

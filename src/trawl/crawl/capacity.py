@@ -14,8 +14,9 @@ and 1,024) and moves the limits once a second by what it sees:
 - **Room**: the loop is below ``CPU_LOW`` and ``LAG_LOW``. The request limit grows by
   ``GROW`` when a host was ready while the limit was reached and most of what is in hand
   is on the network (not waiting for the extract workers, where more requests would only
-  queue); the host limit grows by ``GROW`` when every host slot was taken while request
-  slots went unused and the store holds more URLs than the buffers.
+  queue); the host limit grows by ``GROW`` when every host slot was taken, at least half
+  the held hosts had work (not idle for want of claims from a slow store), request slots
+  went unused and the store holds more URLs than the buffers.
 - In between, the limits stay.
 
 Explicit ``--concurrency`` and ``--max-hosts`` are ceilings: the limits start at the
@@ -64,7 +65,8 @@ class Load:
     inflight: float
     """Mean requests in flight."""
     hosts_capped: bool
-    """Every host slot was taken and the store had URLs beyond the buffers."""
+    """Every host slot was taken, at least half the held hosts had work (URLs buffered or
+    a request out), and the store had URLs beyond the buffers."""
 
 
 class Capacity:

@@ -32,8 +32,9 @@ from trawl.store.values import QueuedURL, Release
 
 MAX_BATCH = 256
 RECHECK = 2.0
-"""Seconds a held host whose last claim came back short is not asked again, unless new
-URLs of it are committed meanwhile: its other URLs are due later (retries) or are being
+"""Seconds a held host whose last claim came back short is not asked again (and hosts
+are not leased after a lease that found fewer than asked), unless new URLs of it (of a
+host not held) are committed meanwhile: its other URLs are due later (retries) or are being
 found by other workers. With thousands of hosts held, asking each one at every refill
 took a third of the crawl's time in the store's claim (``bench.world``)."""
 
@@ -68,6 +69,8 @@ class Frontier:
         self._clock = clock
         self._held: dict[int, HostSlot] = {}
         self._drained: dict[int, float] = {}
+        self._lease_again = 0.0
+        """No host is leased before this clock time: the last lease found no more."""
         """Held hosts whose last claim came back short, and when to ask again."""
         self._releasing: set[int] = set()
         """Hosts given back whose release is not committed yet: not to be leased again
@@ -129,12 +132,15 @@ class Frontier:
 
     async def _lease_more(self) -> None:
         room = self.max_hosts - len(self._held)
-        if room <= 0:
-            return
         started = self._clock()
+        if room <= 0 or started < self._lease_again:
+            return
         leases = await self._store.lease_hosts(
             self._policy.worker, room, self._policy.ttl, holding=self._held.keys() | self._releasing
         )
+        # Fewer than asked: no other host is leasable now. Its query grows with the hosts
+        # held, so it is asked again for new hosts (new_work) or after RECHECK.
+        self._lease_again = started + RECHECK if len(leases) < room else 0.0
         wall = time.time()
         for lease in leases:
             slot = self._scheduler.slot(lease.host_id, lease.name)
@@ -188,9 +194,12 @@ class Frontier:
         self._drained.clear()
 
     def new_work(self, host_ids: Iterable[int]) -> None:
-        """URLs of these hosts were committed: the next refill asks for them again."""
+        """URLs of these hosts were committed: the next refill asks for them again, and
+        leases hosts again if one of them is not held."""
         for host_id in host_ids:
             self._drained.pop(host_id, None)
+            if host_id not in self._held:
+                self._lease_again = 0.0
 
     async def release(self, slot: HostSlot) -> None:
         """Give a held host back (its buffered URLs return to the store's queue)."""
