@@ -26,18 +26,17 @@ from bench.world_map import GroundTruth, Host, World
 from bench.world_server import ABANDONED, RETRY_AFTER
 
 __all__ = [
-    "Audit", "Request", "Violation", "audit_store", "max_inflight_by", "parse", "percentile",
-    "politeness", "read_store",
+    "Audit", "Request", "StoredURL", "Violation", "audit_store", "max_inflight_by", "parse",
+    "percentile", "politeness", "read_store",
 ]  # fmt: skip
 
 ROBOTS = "/robots.txt"
 ABANDON_SLACK = 0.01
 """Seconds a gap after an abandoned request may fall short: its logged end is when the
 server saw the client close, a little after the client did."""
-CLIENT_TIMEOUT = 30.0
-"""trawl's default ``--timeout``: a page the server took about this long to answer may
-have been given up by trawl just as it was written (it is then queued again, with the
-error ``timeout``), so its 200 is not counted as unrecorded."""
+TIMEOUT = "timeout"
+"""The error of a URL trawl gave up on in time: a 200 the server wrote as it did (a slow
+page, a loaded machine) is recorded as that and queued again, so it is not unrecorded."""
 DONE = 2
 """trawl's state of a URL fetched for good (trawl.store.values.State.DONE)."""
 
@@ -148,11 +147,15 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def read_store(data_dir: Path) -> dict[str, tuple[int, int | None]]:
-    """trawl's URLs with their state and status, read from its SQLite store."""
+StoredURL = tuple[int, int | None, str | None]
+"""A URL's state, status and error as trawl's store holds them."""
+
+
+def read_store(data_dir: Path) -> dict[str, StoredURL]:
+    """trawl's URLs with their state, status and error, read from its SQLite store."""
     with sqlite3.connect(f"file:{data_dir / 'crawl.db'}?mode=ro", uri=True) as db:
-        return {url: (state, status) for url, state, status in db.execute(
-            "SELECT url, state, status FROM urls"
+        return {url: (state, status, error) for url, state, status, error in db.execute(
+            "SELECT url, state, status, error FROM urls"
         )}  # fmt: skip
 
 
@@ -208,7 +211,7 @@ def audit_store(
     world: World,
     truth: GroundTruth,
     requests: Sequence[Request],
-    store: dict[str, tuple[int, int | None]],
+    store: dict[str, StoredURL],
     stopped_ns: int | None,
 ) -> Audit:
     """Compare the store with the log and, when the crawl was not stopped (``stopped_ns``
@@ -225,15 +228,13 @@ def audit_store(
             continue
         url = found[1]
         served[url] += 1
-        raced = request.end - request.start >= (CLIENT_TIMEOUT - 1.0) * 1e9
-        if (
-            store.get(url, (None, None))[0] != DONE
-            and not raced
-            and (stopped_ns is None or request.end < stopped_ns)
-        ):
+        state, _, error = store.get(url, (None, None, None))
+        # Given up just as the answer came (a loaded machine, a slow page): the URL is
+        # recorded as a timeout and queued again, not lost.
+        if state != DONE and error != TIMEOUT and (stopped_ns is None or request.end < stopped_ns):
             unrecorded += 1
             examples.append(f"served, not recorded: {url}")
-    fetched = {url for url, (state, status) in store.items() if state == DONE and status == 200}
+    fetched = {url for url, (state, status, _) in store.items() if state == DONE and status == 200}
     flaky_recovered = 0
     expected_fetched, expected_discovered = set(truth.fetched), set(truth.discovered)
     for name, beyond in truth.flaky.items():

@@ -25,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from bench.procstat import TICKS, read_stat
+from bench.world_log import StoredURL
 from trawl.policy import POLICY_KEY
 from trawl.store.location import SCHEMA_PREFIX
 
@@ -130,11 +131,12 @@ class SharedCrawl:
         self._conn = None
         return 0.0 if stat is None else (stat[1] + stat[2] - self._backend_ticks) / TICKS
 
-    def urls(self) -> dict[str, tuple[int, int | None]]:
-        """Every URL of the crawl with its state and status (as world_log.read_store)."""
+    def urls(self) -> dict[str, StoredURL]:
+        """Every URL of the crawl with its state, status and error (as
+        world_log.read_store)."""
         with self._connect() as conn:
-            rows = conn.execute("SELECT url, state, status FROM urls")
-            return {url: (state, status) for url, state, status in rows}
+            rows = conn.execute("SELECT url, state, status, error FROM urls")
+            return {url: (state, status, error) for url, state, status, error in rows}
 
     def drop(self) -> None:
         """Drop the crawl's schema with everything in it."""
