@@ -60,6 +60,12 @@ class CountingStore(SQLiteStore):
         return await super().lease_hosts(worker, limit, ttl, holding, now=now)
 
 
+def on_clock(store: SQLiteStore, now: list[float]) -> tuple[HostScheduler, Frontier]:
+    """A scheduler and a frontier of 40 places over ``store``, at the clock ``now[0]``."""
+    scheduler = HostScheduler(Politeness(), lambda: now[0])
+    return scheduler, Frontier(store, scheduler, capacity=40, clock=lambda: now[0])
+
+
 def empty(scheduler: HostScheduler, *slots: HostSlot) -> None:
     for slot in slots:
         while slot.queue:
@@ -74,8 +80,7 @@ async def test_a_host_whose_claim_came_back_short_is_asked_again_only_for_new_wo
         store.asked, store.leases = [], 0
         await store.commit(discovered("a.test", 3))
         await store.commit(discovered("b.test", 30))
-        scheduler = HostScheduler(Politeness(), lambda: now[0])
-        frontier = Frontier(store, scheduler, capacity=40, clock=lambda: now[0])
+        scheduler, frontier = on_clock(store, now)
         assert await frontier.refill() == 23  # a's 3, b's share of 20
         a, b = sorted(scheduler.slots(), key=lambda slot: slot.name)
         empty(scheduler, a, b)
@@ -104,8 +109,7 @@ async def test_after_a_lease_that_found_fewer_hosts_than_asked_hosts_are_leased_
     async with CountingStore(tmp_path) as store:
         store.asked, store.leases = [], 0
         await store.commit(discovered("a.test", 3))
-        scheduler = HostScheduler(Politeness(), lambda: now[0])
-        frontier = Frontier(store, scheduler, capacity=40, clock=lambda: now[0])
+        scheduler, frontier = on_clock(store, now)
         await frontier.refill()
         assert (store.leases, frontier.holding) == (1, 1)  # 1 host of the 1,024 asked for
         await frontier.refill()
