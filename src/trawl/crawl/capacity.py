@@ -94,15 +94,19 @@ class Capacity:
 class LoadMeter:
     """Gathers a :class:`Load` over one second from 50 ms probes on the event loop."""
 
+    _since: float
+    _cpu_since: float
+    _late: float
+    _inflight: int
+    _probes: int
+    requests_capped: bool
+    """Set by the dispatcher: a host was ready while the request limit was reached."""
+
     def __init__(self, now: float, cpu: float) -> None:
-        self._since, self._cpu_since = now, cpu
-        self._late = 0.0
-        self._inflight = 0
-        self._probes = 0
-        self.requests_capped = False
-        """Set by the dispatcher: a host was ready while the request limit was reached."""
+        self._restart(now, cpu)
 
     def _restart(self, now: float, cpu: float) -> None:
+        """Start a window at wall time ``now`` and thread CPU time ``cpu``."""
         self._since, self._cpu_since = now, cpu
         self._late = 0.0
         self._inflight = self._probes = 0

@@ -382,13 +382,11 @@ class Crawler:
             queued_beyond = frontier.store_queued > self._scheduler.buffered + active
             # Grow the hosts only while most held hosts have work: held hosts idle for
             # want of claims (a slow store) are not what holds the crawl back.
-            held = frontier.held
-            working = sum(1 for slot in held if slot.queue or slot.inflight)
             load = self._meter.load(
                 self._clock(),
                 time.thread_time(),
                 network_share=self._scheduler.inflight / active,
-                hosts_capped=frontier.full and queued_beyond and 2 * working >= len(held),
+                hosts_capped=frontier.full and queued_beyond and frontier.mostly_working(),
             )
             self._capacity.adjust(load)
             frontier.max_hosts = self._capacity.hosts

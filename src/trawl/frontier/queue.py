@@ -94,6 +94,12 @@ class Frontier:
         """How many hosts this worker holds a lease on."""
         return len(self._held)
 
+    def mostly_working(self) -> bool:
+        """Whether at least half the held hosts have work: URLs buffered or a request
+        out (not idle for want of claims)."""
+        working = sum(1 for slot in self._held.values() if slot.queue or slot.inflight)
+        return 2 * working >= len(self._held)
+
     @property
     def full(self) -> bool:
         """Every host slot is taken."""

@@ -49,8 +49,8 @@ Clock = Callable[[], float]
 
 def address_limit(hosts: int, politeness: Politeness) -> int:
     """Requests in flight allowed to an address that serves ``hosts`` distinct hosts."""
-    grown = politeness.per_ip * math.isqrt(max(hosts - 1, 0)) + politeness.per_ip
-    return max(politeness.per_ip, min(politeness.per_ip_max, grown))
+    root = math.isqrt(max(hosts - 1, 0)) + 1  # ceil(sqrt(hosts)), exactly
+    return max(politeness.per_ip, min(politeness.per_ip_max, politeness.per_ip * root))
 
 
 @dataclass(slots=True, eq=False)
