@@ -45,11 +45,13 @@ lint: setup
 	$(BIN)/mypy
 
 # The tests against the compiled build, after the install check, then a part of them
-# against the plain-Python build (test-pure).
+# against the plain-Python build (test-pure). Four pytest-xdist workers, a test file
+# each at a time: most tests wait on servers and child processes, not the CPU.
+PARALLEL := -n 4 --dist loadfile
 test: lint install-check replay-env
 	.ci/postgres-up
 	.ci/chromium-up
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PARALLEL)
 	$(MAKE) --no-print-directory test-pure
 
 # The plain-Python build (TRAWL_PURE=1) in a venv of its own, installed as a regular
@@ -95,7 +97,7 @@ test-pure: $(PURE_STAMP)
 	.ci/postgres-up
 	env -u PYTHONPATH $(PURE)/bin/python -P -c 'import trawl; print("test-pure:", trawl.__file__)' \
 		| grep -F '$(abspath $(PURE))/'
-	env -u PYTHONPATH TRAWL_PURE=1 $(PURE)/bin/pytest -q $(PURE_TESTS)
+	env -u PYTHONPATH TRAWL_PURE=1 $(PURE)/bin/pytest -q $(PARALLEL) $(PURE_TESTS)
 
 # pip install as a user does it: a wheel built by the pip that comes with $(PYTHON), in
 # clean venvs outside this tree, and every feature run from that install (.ci/install-check).

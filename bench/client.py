@@ -226,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--server", choices=("auto", "nginx", "builtin"), default="auto")
     parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     args = parser.parse_args(argv)
     if args.requests < 1 or args.connections < 1 or args.runs < 1:
         parser.error("--requests, --connections and --runs must be positive")
@@ -235,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs=args.runs,
         server=args.server,
         work_dir=args.work_dir,
+        port=args.port,
     )
     return 0 if report(results) else 1
 

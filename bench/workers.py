@@ -138,9 +138,11 @@ def run_workers(
     work_dir: Path,
     concurrency: int,
     server: str = "auto",
+    port: int = DEFAULT_PORT,
 ) -> WorkersResult:
     """Crawl the site with ``workers`` processes sharing one fresh PostgreSQL crawl."""
-    port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
+    if not port_is_free(port):
+        port = free_port()
     site, truth = ensure_site(SiteParams(hosts, pages, port, 1), work_dir)
     crawl = f"bench_{uuid.uuid4().hex[:10]}"
     location = StoreLocation(work_dir, dsn, crawl)

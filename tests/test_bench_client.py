@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 from bench.client import main, measure
+from bench.servers import free_port
 
 
 def test_both_clients_fetch_the_same_pages_and_their_costs_are_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--requests", "300", "--connections", "8", "--runs", "2", "--server", "builtin"]
-    code = main([*argv, "--work-dir", str(tmp_path)])
+    code = main([*argv, "--work-dir", str(tmp_path), "--port", str(free_port())])
     table = capsys.readouterr().out.splitlines()
     assert code == 0
     assert [line.split()[0] for line in table[1:5]] == ["trawl", "aiohttp", "trawl", "aiohttp"]
@@ -23,7 +24,9 @@ def test_both_clients_fetch_the_same_pages_and_their_costs_are_printed(
 
 
 def test_every_page_is_fetched_whole_by_both_clients(tmp_path: Path) -> None:
-    runs = measure(requests=200, connections=5, runs=1, server="builtin", work_dir=tmp_path)
+    runs = measure(
+        requests=200, connections=5, runs=1, server="builtin", work_dir=tmp_path, port=free_port()
+    )
     trawl, aiohttp = runs
     assert (trawl.client, aiohttp.client) == ("trawl", "aiohttp")
     assert trawl.statuses == aiohttp.statuses

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 from bench.compare import main
+from bench.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def small(work: Path) -> list[str]:
-    return ["--hosts", "4", "--pages", "30", "--server", "builtin", "--work-dir", str(work)]
+    return ["--hosts", "4", "--pages", "30", "--server", "builtin", "--work-dir", str(work),
+            "--port", str(free_port())]  # fmt: skip
 
 
 def test_both_sides_run_by_turns_and_their_medians_compare(

@@ -74,6 +74,8 @@ def test_every_worker_runs_the_crawls_handlers(crawl_name: str, tmp_path: Path) 
                 "--response-factor", "0", *handlers,
             )  # fmt: skip
             wait_for(3)
+            first.kill()
+            first.communicate(timeout=10)
             wrong = trawl(
                 "worker", "--store", PG_URL, "--crawl", crawl_name, "--data-dir",
                 str(tmp_path / "wrong"), "--handler", f"{module}:book",
@@ -92,9 +94,6 @@ def test_every_worker_runs_the_crawls_handlers(crawl_name: str, tmp_path: Path) 
             assert f"handler '{module}:listing'" in assert_one_error_line(missing)
             stored_handlers = start("w1", "worker")
             own_handlers = start("w2", "worker", *handlers)
-            wait_for(8)
-            first.kill()
-            first.communicate(timeout=10)
             taken_over = 0
             for proc in (stored_handlers, own_handlers):
                 out, err = proc.communicate(timeout=90)

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from bench.servers import free_port
 from bench.workers import run_workers
 
 from conftest import expected_hits, page_requests
@@ -317,8 +318,9 @@ def test_a_paused_worker_loses_its_hosts_and_its_late_results_are_refused(
 
 def test_the_workers_benchmark_measures_a_correct_shared_crawl(tmp_path: Path) -> None:
     result = run_workers(
-        2, hosts=4, pages=20, dsn=PG_URL, work_dir=tmp_path, concurrency=8, server="builtin"
-    )
+        2, hosts=4, pages=20, dsn=PG_URL, work_dir=tmp_path, concurrency=8, server="builtin",
+        port=free_port(),
+    )  # fmt: skip
     assert result.correct, result
     assert result.pages > 0
     assert result.worker_cpu_seconds > 0

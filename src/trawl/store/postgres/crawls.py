@@ -33,7 +33,10 @@ async def crawls(dsn: str, prefix: str) -> list[CrawlEntry]:
             cursor = await conn.execute(sql.CRAWL_SCHEMAS, (prefix,))
             for (schema,) in await cursor.fetchall():
                 meta = sql.CRAWL_META.format(Identifier(schema))
-                values: dict[str, str] = dict(await (await conn.execute(meta)).fetchall())
+                try:
+                    values: dict[str, str] = dict(await (await conn.execute(meta)).fetchall())
+                except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+                    continue  # dropped since the schemas were listed
                 found.append(
                     CrawlEntry(
                         schema.removeprefix(prefix),
