@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import MappingProxyType
@@ -20,12 +24,15 @@ import pytest
 from bench.servers import free_port
 
 from pg import URL as PG_URL
+from pg import connect as pg_connect
 from pg import drop_schema
 from trawl.demo import Site, SiteServer, generate_site
 from trawl.demo.site import Route
 from trawl.ops.api import create_app
+from trawl.ops.api_guard import BODY_LIMIT
 from trawl.ops.crawls import Crawls
-from trawl.store.location import SCHEMA_PREFIX
+from trawl.policy import POLICY_KEY
+from trawl.store.location import SCHEMA_PREFIX, StoreLocation
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -150,25 +157,120 @@ async def test_pause_resume_and_cancel(api: tuple[httpx.AsyncClient, SiteServer]
     assert refused.status_code == 409
 
 
+def seeded(options: str) -> str:
+    """A crawl request of ``options`` (JSON members) and a seed on a closed loopback port:
+    should a request that ought to be refused start a crawl, it reaches nothing."""
+    return '{"seeds": ["http://127.0.0.1:9/"], ' + options + "}"
+
+
 @pytest.mark.parametrize(
-    "body",
+    ("body", "reason"),
     [
-        {},
-        {"seeds": []},
-        {"seeds": ["ftp://example.com/"]},
-        {"seeds": ["not a url"]},
-        {"seeds": ["http://example.com/"], "scope": "planet"},
-        {"seeds": ["http://example.com/"], "maxPages": 0},
-        {"seeds": ["http://example.com/"], "colour": "blue"},
+        ("{}", "Field required"),
+        ('{"seeds": []}', "at least 1 item"),
+        ('{"seeds": ["ftp://example.com/"]}', "is not an http(s) URL"),
+        ('{"seeds": ["not a url"]}', "holds whitespace"),
+        ('{"seeds": ["example.com"]}', "did you mean https://example.com/?"),
+        (seeded('"scope": "planet"'), 'scope must be one of "domain", "host"'),
+        (seeded('"maxPages": 0'), "--max-pages must be at least 1"),
+        (seeded('"maxPages": 1e400'), "max_pages must be an integer, got inf"),
+        (seeded('"max_pages": 1e400'), "max_pages must be an integer, got inf"),
+        (seeded('"max_pages": 1e30'), "max_pages must be an integer"),
+        (seeded(f'"max_pages": {10**30}'), "max_pages must be an integer"),
+        (seeded('"max_pages": "5"'), 'max_pages must be an integer, got "5"'),
+        (seeded('"max_pages": 2, "maxPages": 2'), "are one option"),
+        (seeded('"delay": NaN'), "delay must be a number, got nan"),
+        (seeded('"delay": Infinity'), "delay must be a number, got inf"),
+        (seeded('"delay": "1"'), 'delay must be a number, got "1"'),
+        (seeded('"delay": -1'), "--delay must not be negative"),
+        (seeded('"per_host": 0'), "--per-host must be at least 1"),
+        (seeded('"warc": "yes"'), 'warc must be a boolean (true or false), got "yes"'),
+        (seeded('"sitemaps": 1'), "sitemaps must be a boolean (true or false), got 1"),
+        (seeded('"exclude": ["/a/", 1]'), "exclude must be a string or a list"),
+        (seeded('"events": "../x"'), "events must be a file name"),
+        (seeded('"colour": "blue"'), "unknown key 'colour'"),
+        (seeded('"max-pages": 3'), "the keys are written with _: 'max_pages'"),
+        (seeded('"data_dir": "/tmp"'), "data_dir belongs to the machine"),
+        (seeded('"allow_network": "0.0.0.0/0"'), "allow_network belongs to the"),
+        (seeded('"store": "postgresql://x/y"'), "store belongs to the machine"),
+        (seeded('"fresh": true'), "fresh belongs to the machine"),
+        (seeded('"config": "x.toml"'), "unknown key 'config'"),
     ],
 )
-async def test_bad_input_is_a_422_and_starts_nothing(
-    api: tuple[httpx.AsyncClient, SiteServer], body: dict[str, Any]
+async def test_bad_input_is_a_422_saying_why_and_starts_nothing(
+    api: tuple[httpx.AsyncClient, SiteServer], body: str, reason: str
 ) -> None:
     client, _ = api
-    answer = await client.post("/crawls", json=body, headers=AUTH)
+    headers = AUTH | {"Content-Type": "application/json"}
+    answer = await client.post("/crawls", content=body, headers=headers)
+    assert answer.status_code == 422, answer.text
+    problems = answer.json()["detail"]
+    assert any(reason in problem["msg"] for problem in problems), problems
+    assert all(set(problem) == {"loc", "msg", "type"} for problem in problems)
+    assert (await client.get("/crawls")).json() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [(b"", "application/json"), (b"not json", "application/json"), (b'{"seeds": [', None),
+     (b'{"seeds": ["http://127.0.0.1:9/"]}', "text/plain")],
+)  # fmt: skip
+async def test_a_body_that_is_not_json_is_a_400_as_the_document_says(
+    api: tuple[httpx.AsyncClient, SiteServer], body: bytes, content_type: str | None
+) -> None:
+    client, _ = api
+    headers = AUTH | ({"Content-Type": content_type} if content_type else {})
+    answer = await client.post("/crawls", content=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["detail"].startswith("the request")
+    spec = (await client.get("/openapi.json")).json()
+    declared = spec["paths"]["/crawls"]["post"]["responses"]
+    assert {"201", "400", "401", "413", "422"} <= set(declared)
+
+
+async def test_errors_are_short_and_never_echo_the_input(
+    api: tuple[httpx.AsyncClient, SiteServer],
+) -> None:
+    client, _ = api
+    bad = [f"gopher://{'x' * 40}{i}.test/" for i in range(800)]
+    answer = await client.post("/crawls", json={"seeds": bad, "colour": "y" * 5000}, headers=AUTH)
     assert answer.status_code == 422
-    assert answer.json()["detail"]
+    assert len(answer.content) < 2000
+    assert "x" * 40 not in answer.text
+    assert "y" * 400 not in answer.text
+    long_id = "c" * 5000
+    missing = await client.get(f"/crawls/{long_id}/urls", params={"after": "1" * 5000})
+    assert missing.status_code == 422
+    assert len(missing.content) < 2000
+    assert long_id not in missing.text
+
+
+async def test_the_token_is_checked_before_the_body_is_read_and_the_body_is_limited(
+    api: tuple[httpx.AsyncClient, SiteServer],
+) -> None:
+    client, _ = api
+    sent = 0
+
+    async def stream() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(200):
+            sent += 1
+            yield b"x" * 32768
+
+    refused = await client.post("/crawls", content=stream())
+    assert refused.status_code == 401
+    assert refused.headers["connection"] == "close"
+    assert sent <= 1  # what the transport took before the app answered
+    sent = 0
+    too_big = await client.post("/crawls", content=stream(), headers=AUTH)
+    assert too_big.status_code == 413
+    assert sent == BODY_LIMIT // 32768 + 1
+    declared = await client.post(
+        "/crawls", content=b"{}", headers=AUTH | {"Content-Length": str(BODY_LIMIT + 1)}
+    )
+    assert declared.status_code == 413
+    body = {"seeds": ["http://127.0.0.1:9/"], "exclude": ["x" * 1000] * (BODY_LIMIT // 1000 + 1)}
+    assert (await client.post("/crawls", json=body, headers=AUTH)).status_code == 413
     assert (await client.get("/crawls")).json() == []
 
 
@@ -214,6 +316,58 @@ def test_trawl_serve_listens_on_loopback_and_stops_on_sigint(tmp_path: Path) -> 
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
     assert process.returncode == 0
+
+
+def _answer_to(port: int, head: bytes, body: bytes = b"") -> bytes:
+    """What ``trawl serve`` answers to a request of which only ``head`` and ``body`` are
+    sent (the rest never is), read until it closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(head + body)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_trawl_serve_answers_before_reading_a_body_it_refuses(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trawl", "serve", "--port", str(port), "--token", TOKEN,
+         "--data-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/crawls", timeout=1)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "trawl serve did not start"
+                time.sleep(0.1)
+        post = b"POST /crawls HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"
+        huge = b"Content-Length: 100000000\r\n\r\n"
+        token = f"Authorization: Bearer {TOKEN}\r\n".encode()
+        chunked = b"Transfer-Encoding: chunked\r\n\r\n"
+        chunks = b"".join(b"4000\r\n" + b"[" * 0x4000 + b"\r\n" for _ in range(5))
+
+        # 100 MB announced, not a byte of it sent: each answer comes all the same.
+        no_token = _answer_to(port, post + huge)
+        assert no_token.startswith(b"HTTP/1.1 401 "), no_token
+        assert b"connection: close" in no_token.lower()
+        assert _answer_to(port, post + token + huge).startswith(b"HTTP/1.1 413 ")
+        # A chunked body is counted as it comes: 80 KiB sent and never ended.
+        assert _answer_to(port, post + chunked, chunks).startswith(b"HTTP/1.1 401 ")
+        streamed = _answer_to(port, post + token + chunked, chunks)
+        assert streamed.startswith(b"HTTP/1.1 413 "), streamed
+        assert streamed.endswith(b'{"detail": "the request body is over 65536 bytes"}')
+        # A body within the limit is read and answered as usual.
+        small = b"Content-Length: 8\r\nConnection: close\r\n\r\n"
+        assert _answer_to(port, post + token + small, b"not json").startswith(b"HTTP/1.1 400 ")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
 
 
 async def test_operator_rules_reach_a_running_crawl_within_a_second(
@@ -294,3 +448,182 @@ async def test_crawls_kept_in_postgresql(tmp_path: Path) -> None:
     assert final["counts"]["discovered"] == len(server.site.ground_truth)
     assert crawl_id in listed
     assert {row["url"] for row in page.json()["urls"]} == server.site.ground_truth
+
+
+async def test_a_request_sets_the_whole_policy_and_a_resume_keeps_it(
+    api: tuple[httpx.AsyncClient, SiteServer], tmp_path: Path
+) -> None:
+    client, server = api
+    seed = server.site.seeds[0]
+    body = {
+        "seeds": [seed], "scope": "host", "max_pages": 8, "delay": 0.25, "max_depth": 2,
+        "exclude": ["/features/"], "warc": True, "text": True, "events": "pages.jsonl",
+        "user_agent": "api-test-bot/1.0", "retry_attempts": 2,
+    }  # fmt: skip
+    started = await client.post("/crawls", json=body, headers=AUTH)
+    assert started.status_code == 201, started.text
+    crawl_id = started.json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
+    assert (await client.post(f"/crawls/{crawl_id}/pause", headers=AUTH)).status_code == 200
+    assert (await client.post(f"/crawls/{crawl_id}/resume", headers=AUTH)).status_code == 200
+    final = await wait_for(client, crawl_id, lambda s: s["state"] not in ("running", "starting"))
+    assert final["counts"]["fetched"] == 8  # the budget held across the resume
+    data_dir = tmp_path / "crawls" / crawl_id
+    async with StoreLocation(data_dir).open(readonly=True) as store:
+        policy = json.loads(await store.get_meta(POLICY_KEY) or "{}")
+    assert policy["politeness"]["delay"] == 0.25  # the request's, over the server's 0
+    assert policy["limits"]["max_depth"] == 2
+    assert policy["limits"]["max_pages"] == 8
+    assert policy["scope"] == {"mode": "host", "include": [], "exclude": ["/features/"]}
+    assert list((data_dir / "warc").glob("*.warc.gz"))
+    assert list((data_dir / "text").iterdir())
+    assert len((data_dir / "pages.jsonl").read_text().splitlines()) >= 1
+    host = httpx.URL(seed).host
+    pages = sorted(
+        (r for r in server.requests if r.host == host and r.path != "/robots.txt"),
+        key=lambda r: r.start,
+    )
+    assert not [r for r in pages if r.path.startswith("/features/")]
+    assert {r.headers.get("user-agent") for r in pages} == {"api-test-bot/1.0"}
+    gaps = [b.start - a.end for a, b in itertools.pairwise(pages)]
+    assert sorted(gaps)[1] >= 0.25 - 0.02  # one gap may span the pause and resume
+
+
+async def test_an_unreadable_crawl_is_listed_as_such_and_its_endpoints_answer_409(
+    api: tuple[httpx.AsyncClient, SiteServer], tmp_path: Path
+) -> None:
+    client, server = api
+    body = {"seeds": list(server.site.seeds), "max_pages": 3}
+    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["state"] not in ("running", "starting"))
+    broken = tmp_path / "crawls" / "cbroken"
+    broken.mkdir()
+    (broken / "crawl.db").write_bytes(b"garbage\n" * 512)
+    listed = (await client.get("/crawls")).json()
+    assert [c["crawlId"] for c in listed] == sorted([crawl_id, "cbroken"])
+    by_id = {c["crawlId"]: c for c in listed}
+    assert by_id[crawl_id]["state"] == "page budget reached"
+    assert by_id[crawl_id]["error"] is None
+    assert by_id["cbroken"]["state"] == "unreadable"
+    assert "not a SQLite database" in by_id["cbroken"]["error"]
+    assert "\n" not in by_id["cbroken"]["error"]
+    assert (await client.get("/crawls/cbroken")).json() == by_id["cbroken"]
+    for method, path, rule in [
+        ("get", "/urls", None), ("get", "/hosts", None), ("get", "/policy", None),
+        ("put", "/hosts/a.test", {"delay": 1}), ("post", "/blocks", {"pattern": "x"}),
+        ("post", "/pause", None), ("post", "/resume", None), ("post", "/cancel", None),
+    ]:  # fmt: skip
+        answer = await client.request(method, f"/crawls/cbroken{path}", json=rule, headers=AUTH)
+        assert answer.status_code == 409, (path, answer.text)
+        assert answer.json()["detail"].startswith("crawl 'cbroken' cannot be read")
+    assert not (broken / "crawl.log").exists()  # nothing was started on it
+
+
+async def test_url_ids_and_cursors_are_strings_and_every_cursor_is_answered(
+    api: tuple[httpx.AsyncClient, SiteServer], tmp_path: Path
+) -> None:
+    client, server = api
+    body = {"seeds": list(server.site.seeds), "max_pages": 6}
+    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["state"] not in ("running", "starting"))
+    urls = f"/crawls/{crawl_id}/urls"
+    page = (await client.get(urls, params={"limit": 2})).json()
+    assert all(isinstance(row["id"], str) for row in page["urls"])
+    assert isinstance(page["next"], str)
+    ids = [int(row["id"]) for row in (await client.get(urls)).json()["urls"]]
+    assert ids == sorted(ids)
+    after = (await client.get(urls, params={"after": page["next"]})).json()
+    assert [int(row["id"]) for row in after["urls"]] == ids[2:]
+    assert (await client.get(urls, params={"after": str(2**63 - 1)})).json() == {
+        "urls": [], "next": None
+    }  # fmt: skip
+    first = (await client.get(urls, params={"after": str(-(2**63)), "limit": 1})).json()
+    assert [int(row["id"]) for row in first["urls"]] == ids[:1]
+    for bad in (str(2**63), str(10**30), str(-(2**63) - 1), "1.5", "abc", ""):
+        answer = await client.get(urls, params={"after": bad})
+        assert answer.status_code == 422, (bad, answer.text)
+
+    with sqlite3.connect(tmp_path / "crawls" / crawl_id / "crawl.db") as db:
+        db.execute("UPDATE urls SET state = 99 WHERE id = ?", (ids[-1],))
+    damaged = await client.get(urls)
+    assert damaged.status_code == 409, damaged.text
+    assert "damaged" in damaged.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("host", "key"),
+    [("a.test", "a.test"), ("A.Test", "a.test"), ("a.test:80", "a.test"),
+     ("a.test:8080", "a.test:8080"), ("bücher.test", "xn--bcher-kva.test"),
+     ("127.0.0.1", "127.0.0.1"), ("[::1]:8080", "[::1]:8080"), ("a.test.", "a.test")],
+)  # fmt: skip
+async def test_host_names_are_taken_as_the_crawl_names_hosts(
+    api: tuple[httpx.AsyncClient, SiteServer], host: str, key: str
+) -> None:
+    client, server = api
+    body = {"seeds": list(server.site.seeds), "max_pages": 1}
+    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["state"] != "starting")
+    answer = await client.put(f"/crawls/{crawl_id}/hosts/{host}", json={"delay": 1}, headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["hosts"] == {key: {"delay": 1.0, "blocked": False}}
+
+
+@pytest.mark.parametrize(
+    ("host", "body"),
+    [
+        ("a" * 5000 + ".test", '{"blocked": true}'),
+        ("a" * 64 + ".test", '{"blocked": true}'),
+        ("<b>x<b>", '{"blocked": true}'),
+        ("a%20b.test", '{"blocked": true}'),
+        ("a..b", '{"blocked": true}'),
+        ("user@a.test", '{"blocked": true}'),
+        ("a.test:0", '{"blocked": true}'),
+        ("a.test:99999", '{"blocked": true}'),
+        ("a.test", '{"blocked": "yes"}'),
+        ("a.test", '{"blocked": 1}'),
+        ("a.test", '{"delay": "1"}'),
+        ("a.test", '{"delay": NaN}'),
+        ("a.test", '{"delay": Infinity}'),
+        ("a.test", '{"delay": 1e400}'),
+        ("a.test", '{"delay": -1}'),
+    ],
+)
+async def test_bad_host_rules_are_refused_and_nothing_is_stored(
+    api: tuple[httpx.AsyncClient, SiteServer], host: str, body: str
+) -> None:
+    client, server = api
+    start = {"seeds": list(server.site.seeds), "max_pages": 1}
+    crawl_id = (await client.post("/crawls", json=start, headers=AUTH)).json()["crawlId"]
+    await wait_for(client, crawl_id, lambda s: s["state"] != "starting")
+    headers = AUTH | {"Content-Type": "application/json"}
+    answer = await client.put(f"/crawls/{crawl_id}/hosts/{host}", content=body, headers=headers)
+    assert answer.status_code == 422, answer.text
+    assert len(answer.content) < 1000
+    policy = (await client.get(f"/crawls/{crawl_id}/policy")).json()
+    assert policy == {"hosts": {}, "patterns": []}
+
+
+async def test_a_postgresql_crawl_whose_schema_cannot_be_read_is_listed_unreadable(
+    tmp_path: Path,
+) -> None:
+    names = [f"capi{uuid.uuid4().hex[:10]}", f"capi{uuid.uuid4().hex[:10]}"]
+    with pg_connect() as conn:
+        for name, meta in zip(names, ("(x integer)", "(key text, value text)"), strict=True):
+            conn.execute(f'CREATE SCHEMA "{SCHEMA_PREFIX}{name}"')
+            conn.execute(f'CREATE TABLE "{SCHEMA_PREFIX}{name}".meta {meta}')
+    crawls = Crawls(tmp_path, PG_URL)
+    transport = httpx.ASGITransport(app=create_app(crawls))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            listed = await client.get("/crawls")
+            assert listed.status_code == 200, listed.text
+            by_id = {c["crawlId"]: c for c in listed.json()}
+            for name in names:
+                assert by_id[name]["state"] == "unreadable"
+                assert by_id[name]["error"]
+                answer = await client.get(f"/crawls/{name}/urls")
+                assert answer.status_code == 409, answer.text
+    finally:
+        crawls.close()
+        for name in names:
+            drop_schema(SCHEMA_PREFIX + name)

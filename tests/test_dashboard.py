@@ -131,7 +131,11 @@ def test_the_dashboard_shows_a_running_crawl_as_the_api_does(
         assert time.monotonic() < deadline + 60
         time.sleep(0.1)
     final = api()
+    # A crawl whose store cannot be read, listed first, hides nothing of the others.
+    (tmp_path / "crawls" / "a_broken").mkdir()
+    (tmp_path / "crawls" / "a_broken" / "crawl.db").write_bytes(b"garbage\n" * 512)
     page = rendered(base + "/")
+    assert page.rows["a_broken"]["state"] == "unreadable"
     row = page.rows[crawl_id]
     assert row["state"] == "done"
     assert {key: int(row[key]) for key in FIGURES} == {key: final["counts"][key] for key in FIGURES}

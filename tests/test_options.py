@@ -154,6 +154,8 @@ def test_demo_has_its_own_defaults_and_a_config_file_still_wins(
         ("max-pages = true", "max-pages must be an integer, got true"),
         ("delay = false", "delay must be a number, got false"),
         ('delay = "1"', 'delay must be a number, got "1"'),
+        ("delay = nan", "delay must be a number, got nan"),
+        ("max_delay = -inf", "max_delay must be a number, got -inf"),
         ("contact = 5", "contact must be a string, got 5"),
         ('include = ["/a/", 1]', 'include must be a string or a list of strings, got ["/a/", 1]'),
         ("seeds = 1", "seeds must be a string or a list of strings, got 1"),

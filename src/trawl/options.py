@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -71,6 +72,10 @@ class Kept(enum.Enum):
     """Local to the process that runs: ``trawl worker`` takes it, each worker its own."""
     START = "start"
     """How ``trawl crawl`` starts; neither stored nor taken by a worker."""
+
+
+INT_RANGE = (-(2**63), 2**63 - 1)
+"""The integers an option takes: a TOML integer's range (signed 64-bit)."""
 
 
 class WrongType(ValueError):
@@ -150,16 +155,20 @@ class Option:
         )
 
     def from_config(self, value: object) -> Any:
-        """``value`` read from a TOML file as this option takes it; `WrongType` if it is
-        not of the option's kind (a boolean only from a boolean, never from a string)."""
+        """``value`` read from a TOML file (or JSON, or a keyword argument) as this option
+        takes it; `WrongType` if it is not of the option's kind: a boolean only from a
+        boolean, never from a string; an integer in `INT_RANGE`; a number finite (TOML's
+        ``nan`` and ``inf`` are not)."""
         fits: Any = None
         if self.kind is Kind.FLAG:
             fits = value if isinstance(value, bool) else None
         elif self.kind is Kind.INT:
-            fits = value if isinstance(value, int) and not isinstance(value, bool) else None
+            fits = value if _integer(value) else None
         elif self.kind is Kind.FLOAT:
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                fits = float(value)
+            if isinstance(value, float) and math.isfinite(value):
+                fits = value
+            elif _integer(value):
+                fits = float(value)  # type: ignore[arg-type]  # an int, as _integer says
         elif self.kind is Kind.CHOICE:
             fits = value if value in self.choices else None
         elif self.kind in (Kind.LIST, Kind.PAIRS):
@@ -178,6 +187,12 @@ class Option:
         if self.kind is Kind.PAIRS:
             return f"{self.kind.value} ({self.metavar} each)"
         return str(self.kind.value)
+
+
+def _integer(value: object) -> bool:
+    """Whether ``value`` is an integer (not a boolean) in `INT_RANGE`."""
+    low, high = INT_RANGE
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _strings(value: object, pairs: bool) -> tuple[str, ...] | None:

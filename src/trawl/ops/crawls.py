@@ -3,10 +3,15 @@
 A crawl has an id (1 to 40 of ``a-z 0-9 _``). Under ``--data-dir ROOT`` it is the SQLite
 crawl in ROOT/ID; with ``--store DSN`` the PostgreSQL crawl named ID (its own data dir,
 for output files, is still ROOT/ID). Starting a crawl runs ``trawl crawl`` as a child
-process with the seeds and options the API was given, plus the options ``trawl serve``
-passes to every crawl; pausing sends it SIGINT (the crawl commits what is in flight and
-stops, resumable), resuming starts it again with the seeds stored in its policy, and
-cancelling pauses it for good (state ``cancelled``).
+process with the options ``trawl serve`` passes to every crawl, then the options and
+seeds of the request (kept in ROOT/ID/request.json); pausing sends it SIGINT (the crawl
+commits what is in flight and stops, resumable), resuming starts it again with the same
+arguments (a crawl the API did not start: with the seeds and scope stored in its
+policy), and cancelling pauses it for good (state ``cancelled``).
+
+A crawl whose store cannot be read (a damaged SQLite file, a PostgreSQL schema that is
+not a crawl's) is shown with state ``unreadable`` and the store's error, and every other
+operation on it raises `StoreError`; the other crawls are not affected.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 from trawl.crawl.runner import read_summary
 from trawl.errors import StoreError, UsageError
+from trawl.ops.crawl_request import crawl_arguments
 from trawl.ops.summary import Summary
 from trawl.policy import POLICY_KEY
 from trawl.politeness.rules import RULES_KEY, OperatorRules
@@ -32,6 +38,13 @@ from trawl.store.sqlite.store import DB_NAME
 from trawl.store.values import ExportRow, HostFigures, State
 
 CANCELLED = "cancelled"
+UNREADABLE = "unreadable"
+STARTING = "starting"
+"""A crawl whose process has not created its store yet."""
+REQUEST_FILE = "request.json"
+"""The arguments a crawl was started with, in its data dir, for resuming it."""
+LAST_ID = 2**63 - 1
+"""The largest URL id (ids are signed 64-bit integers)."""
 STOP_WAIT = 30.0
 """Seconds a crawl gets to commit and stop after SIGINT before it is killed."""
 
@@ -43,6 +56,8 @@ class CrawlView:
     crawl_id: str
     state: str
     summary: Summary
+    error: str | None = None
+    """Why the crawl's store cannot be read (state ``unreadable``), one line."""
 
 
 @dataclass(slots=True)
@@ -78,38 +93,56 @@ class Crawls:
             raise UsageError(f"no crawl {crawl_id!r}")
         try:
             summary = await read_summary(self.location(crawl_id))
-        except StoreError:
+        except StoreError as exc:
             if not self.running(crawl_id):
-                raise
+                nothing = Summary.from_counters({}, state=UNREADABLE, elapsed=0.0)
+                return CrawlView(crawl_id, UNREADABLE, nothing, " ".join(str(exc).split()))
             # The process has not created its store yet.
-            summary = Summary.from_counters({}, state="starting", elapsed=0.0)
+            summary = Summary.from_counters({}, state=STARTING, elapsed=0.0)
         state = summary.state
-        if self.running(crawl_id):
+        if self.running(crawl_id) and state != STARTING:
             state = "running"
         elif state in ("interrupted", "stopped (resumable)"):
             state = "paused"
         return CrawlView(crawl_id, state, summary)
 
-    def create(self, seeds: Sequence[str], options: Sequence[str]) -> str:
-        """Start a new crawl of ``seeds`` with ``options``; its id."""
+    def create(self, seeds: Sequence[str], options: Mapping[str, Any]) -> str:
+        """Start a new crawl of ``seeds`` with ``options`` (checked values by option
+        name, trawl.ops.crawl_request); its id."""
         crawl_id = f"c{uuid.uuid4().hex[:12]}"
-        self._start(crawl_id, [*seeds, *options])
+        data_dir = self.root / crawl_id
+        arguments = crawl_arguments(list(seeds), options, str(data_dir))
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / REQUEST_FILE).write_text(json.dumps(arguments), encoding="utf-8")
+        self._start(crawl_id, arguments)
         return crawl_id
 
     async def resume(self, crawl_id: str) -> None:
-        """Start a paused crawl again (a running one is left alone)."""
+        """Start a paused crawl again (a running one is left alone); `UsageError` for a
+        cancelled one, `StoreError` for one whose store cannot be read."""
         if self.running(crawl_id):
             return
-        view = await self.view(crawl_id)
+        view = await self.readable(crawl_id)
         if view.state == CANCELLED:
             raise UsageError(f"crawl {crawl_id!r} was cancelled")
-        async with self.location(crawl_id).open(readonly=True) as store:
-            stored = await store.get_meta(POLICY_KEY)
-        self._start(crawl_id, _start_arguments(json.loads(stored) if stored else {}))
+        try:
+            arguments = json.loads((self.root / crawl_id / REQUEST_FILE).read_text("utf-8"))
+        except FileNotFoundError:
+            async with self.location(crawl_id).open(readonly=True) as store:
+                stored = await store.get_meta(POLICY_KEY)
+            arguments = _start_arguments(json.loads(stored) if stored else {})
+        self._start(crawl_id, arguments)
+
+    async def readable(self, crawl_id: str) -> CrawlView:
+        """The crawl's view; `StoreError` when its store cannot be read."""
+        view = await self.view(crawl_id)
+        if view.error is not None:
+            raise StoreError(view.error)
+        return view
 
     async def pause(self, crawl_id: str) -> None:
         """Stop the crawl's process gracefully (resumable)."""
-        await self.view(crawl_id)
+        await self.readable(crawl_id)
         process = self._processes.get(crawl_id)
         if process is None or process.poll() is not None:
             return
@@ -129,21 +162,24 @@ class Crawls:
     async def urls(
         self, crawl_id: str, after: int | None, limit: int, state: State | None
     ) -> list[tuple[int, ExportRow]]:
-        """A page of the crawl's URLs, in id order, after the id ``after``."""
-        await self.view(crawl_id)
-        start = -(2**63) if after is None else after + 1
+        """A page of the crawl's URLs, in id order, after the id ``after`` (a signed
+        64-bit integer)."""
+        await self.readable(crawl_id)
+        if after == LAST_ID:
+            return []
+        start = -LAST_ID - 1 if after is None else after + 1
         async with self.location(crawl_id).open(readonly=True) as store:
             return await store.url_page(start, limit, state)
 
     async def hosts(self, crawl_id: str, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
         """The crawl's slowest and most-blocked hosts."""
-        await self.view(crawl_id)
+        await self.readable(crawl_id)
         async with self.location(crawl_id).open(readonly=True) as store:
             return await store.host_figures(limit)
 
     async def rules(self, crawl_id: str) -> OperatorRules:
         """The operator's rules of the crawl."""
-        await self.view(crawl_id)
+        await self.readable(crawl_id)
         async with self.location(crawl_id).open(readonly=True) as store:
             return OperatorRules.from_json(await store.get_meta(RULES_KEY))
 
@@ -165,11 +201,13 @@ class Crawls:
                 process.wait()
 
     def _start(self, crawl_id: str, arguments: Sequence[str]) -> None:
-        command = [sys.executable, "-m", "trawl", "crawl", *arguments, "--no-progress"]
+        """Run ``trawl crawl`` for the crawl: its place, the server's crawl options, then
+        ``arguments`` (which end with the seeds)."""
+        command = [sys.executable, "-m", "trawl", "crawl", "--no-progress"]
         command += ["--data-dir", str(self.root / crawl_id)]
         if self.dsn is not None:
             command += ["--store", self.dsn, "--crawl", crawl_id]
-        command += list(self.crawl_options)
+        command += [*self.crawl_options, *arguments]
         (self.root / crawl_id).mkdir(parents=True, exist_ok=True)
         with (self.root / crawl_id / "crawl.log").open("ab") as log:
             self._processes[crawl_id] = subprocess.Popen(
@@ -179,11 +217,11 @@ class Crawls:
 
 def _start_arguments(policy: Mapping[str, Any]) -> list[str]:
     """The ``trawl crawl`` arguments that resume a crawl of ``policy`` (its stored form):
-    its seeds and scope, which a resumed crawl must repeat."""
-    arguments = [str(seed) for seed in policy.get("seeds", [])]
+    its seeds and scope, which a resumed crawl must repeat (the seeds last)."""
+    arguments: list[str] = []
     scope = policy.get("scope")
     if scope is not None:
-        arguments += ["--scope", str(scope["mode"])]
+        arguments += [f"--scope={scope['mode']}"]
         arguments += [f"--include={pattern}" for pattern in scope["include"]]
         arguments += [f"--exclude={pattern}" for pattern in scope["exclude"]]
-    return arguments
+    return [*arguments, "--", *(str(seed) for seed in policy.get("seeds", []))]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from trawl.errors import StoreError
 from trawl.store.values import (
     STALE_COUNTER,
     CommitBatch,
@@ -171,10 +172,15 @@ async def pages_by_id(
 
 
 def export_row(row: Row) -> ExportRow:
-    """An :class:`ExportRow` from the columns of :func:`export_columns`."""
+    """An :class:`ExportRow` from the columns of :func:`export_columns`; `StoreError`
+    for a row no crawl writes (a damaged store)."""
+    try:
+        state = State(row[9])
+    except ValueError as exc:
+        raise StoreError(f"a URL row has the state {row[9]!r}: the store is damaged") from exc
     return ExportRow(
         url=row[1], status=row[2], content_type=row[3], length=row[4], fetched_at=row[5],
-        depth=row[6], redirect_to=row[7], error=row[8], state=State(row[9]),
+        depth=row[6], redirect_to=row[7], error=row[8], state=state,
         revalidated_at=row[10], revalidation=row[11], duplicate_of=row[12],
         near_duplicate_of=row[13], alias_of=row[14], canonical=row[15], content_hash=row[16],
     )  # fmt: skip
