@@ -78,7 +78,7 @@ WITH free AS (
     SELECT id, lease_owner IS NOT NULL AS taken_over FROM hosts
     WHERE (queued > 0 OR claimed > 0)
       AND (lease_owner IS NULL OR lease_expires_at < {_NOW} OR lease_owner = %(worker)s)
-      AND id <> ALL(%(holding)s::bigint[])
+      AND id NOT IN (SELECT unnest(%(holding)s::bigint[]))
       AND (address IS NULL OR NOT EXISTS (
           SELECT 1 FROM hosts AS o WHERE o.address = hosts.address
           AND o.lease_owner <> %(worker)s AND o.lease_expires_at >= {_NOW}))
@@ -102,14 +102,21 @@ RETURNING hosts.id, hosts.name, hosts.lease_generation, hosts.next_eligible_at
 # Leases and addresses change under one lock per crawl, so that two workers never take
 # hosts on one address at once (each sees the other's leases).
 ADDRESS_LOCK = "SELECT pg_advisory_xact_lock(hashtext('trawl leases ' || current_schema()))"
-CLAIM_ADDRESS = f"""
-WITH claimed AS (
-    UPDATE hosts SET address = %(address)s
-    WHERE id = %(host)s AND lease_owner = %(worker)s AND lease_generation = %(generation)s
+# Hosts' addresses, claimed together (each at its lease's generation): per host, in the
+# order given, whether no other worker holds a live lease on a host of its address.
+CLAIM_ADDRESSES = f"""
+WITH c AS (
+    SELECT * FROM unnest(%(hosts)s::bigint[], %(generations)s::bigint[], %(addresses)s::text[])
+        WITH ORDINALITY AS c(host, generation, address, n)
+), claimed AS (
+    UPDATE hosts SET address = c.address FROM c
+    WHERE hosts.id = c.host AND hosts.lease_owner = %(worker)s
+      AND hosts.lease_generation = c.generation
 )
 SELECT NOT EXISTS (
-    SELECT 1 FROM hosts WHERE address = %(address)s AND id <> %(host)s
+    SELECT 1 FROM hosts WHERE address = c.address AND id <> c.host
     AND lease_owner <> %(worker)s AND lease_expires_at >= {_NOW})
+FROM c ORDER BY c.n
 """
 RENEW = f"""
 UPDATE hosts SET lease_expires_at = {_NOW} + %(ttl)s
@@ -450,6 +457,14 @@ URL_PAGE = (
 # schema as a quoted identifier (``psycopg.sql.Identifier``).
 SET_SEARCH_PATH = SQL("SET search_path TO {}")
 READ_ONLY = "SET default_transaction_read_only = on"
+CUSTOM_PLANS = "SET plan_cache_mode = force_custom_plan"
+"""Every statement is planned for its own parameters and the tables as they are now.
+psycopg prepares a statement it has run five times, and the server then keeps one
+generic plan for it: one made for arrays of 10 elements and a crawl's tables as they were
+in its first seconds, nearly empty, then used for the rest of the crawl (an ANALYZE would
+replace it, which a crawl must not count on: the tables grow faster than autovacuum
+looks). Such a plan of ``CLAIM`` walked every queued URL once for each host asked for,
+taking seconds where the planned statement takes milliseconds."""
 CREATE_SCHEMA = SQL("CREATE SCHEMA IF NOT EXISTS {}")
 DROP_SCHEMA = SQL("DROP SCHEMA IF EXISTS {} CASCADE")
 CRAWL_EXISTS = "SELECT to_regclass('meta') IS NOT NULL"
@@ -471,8 +486,13 @@ QUEUED_DEPTHS = (
 EXISTING = "SELECT id, url FROM urls WHERE id = ANY(%s::bigint[])"
 HOST_IDS = "SELECT name, id FROM hosts WHERE name = ANY(%s::text[])"
 NEXT_DUE = f"SELECT min(due_at) FROM urls WHERE state IN ({_DONE}, {_FAILED})"
-ROBOTS = "SELECT robots_status, robots_body, robots_fetched_at FROM hosts WHERE id = %s"
-SOFT404 = "SELECT soft404_fingerprint, soft404_checked_at FROM hosts WHERE id = %s"
+ROBOTS = (
+    "SELECT id, robots_status, robots_body, robots_fetched_at FROM hosts "
+    "WHERE id = ANY(%s::bigint[])"
+)
+SOFT404 = (
+    "SELECT id, soft404_fingerprint, soft404_checked_at FROM hosts WHERE id = ANY(%s::bigint[])"
+)
 COUNTERS = (
     "SELECT name, value FROM counters UNION ALL SELECT NULL, COALESCE(SUM(queued), 0) FROM hosts"
 )

@@ -10,6 +10,11 @@ budgets are checked where the rows change, as in SQLite: ``claim`` locks the hos
 hands out for and takes no more than their page budget leaves room for, and the insert
 of new URLs stops at each host's discovery budget inside the insert statement itself.
 
+The single-host requests of hosts' first turns (address claims, robots.txt and soft-404
+records) that arrive while one of their kind is being served go together in the next
+statement (trawl.store.postgres.gather); every statement is planned for its own
+parameters (``sql.CUSTOM_PLANS``).
+
 Leases are judged by the database's clock, which every worker shares, so clock skew
 between worker machines cannot break fencing; a lease method given ``now`` judges by
 that time instead.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -38,6 +44,7 @@ from trawl.store.postgres.content import (
     content_owners,
     simhash_candidates,
 )
+from trawl.store.postgres.gather import Gathered
 from trawl.store.postgres.items import item_page
 from trawl.store.postgres.migrate import check_exists, migrate
 from trawl.store.rows import MAX_ID, MIN_ID, Row, export_row, item_pages, pages_by_id
@@ -62,6 +69,17 @@ CONNECT_TIMEOUT = 10
 _POOL_SIZE = 4
 _EXPORT_PAGE = 5000
 _REQUEUE_CHUNK = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _AddressClaim:
+    """One host's address claim, waiting to be sent with others."""
+
+    worker: str
+    host_id: int
+    generation: int
+    address: str
+    now: float | None
 
 
 class PostgresStore(AsyncResource):
@@ -91,6 +109,9 @@ class PostgresStore(AsyncResource):
         self._readonly = readonly
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._closed = False
+        self._addresses: Gathered[_AddressClaim, bool] = Gathered(self._claim_addresses)
+        self._robots: Gathered[int, RobotsRecord | None] = Gathered(self._read_robots)
+        self._soft404: Gathered[int, Soft404Record | None] = Gathered(self._read_soft404)
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.Error:
@@ -131,6 +152,8 @@ class PostgresStore(AsyncResource):
         if self._closed:
             return
         self._closed = True
+        for gathered in (self._addresses, self._robots, self._soft404):
+            await gathered.close()
         if self._pool is not None:
             await self._pool.close()
 
@@ -196,6 +219,7 @@ class PostgresStore(AsyncResource):
                 raise
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        await conn.execute(sql.CUSTOM_PLANS)
         if self._schema is not None:
             await conn.execute(sql.SET_SEARCH_PATH.format(Identifier(self._schema)))
         if self._readonly:
@@ -244,18 +268,39 @@ class PostgresStore(AsyncResource):
     async def claim_address(
         self, worker: str, host_id: int, generation: int, address: str, *, now: float | None = None
     ) -> bool:
-        params = {
-            "worker": worker,
-            "host": host_id,
-            "generation": generation,
-            "address": address,
-            "now": now,
-        }
+        return await self._addresses.ask(_AddressClaim(worker, host_id, generation, address, now))
+
+    async def _claim_addresses(self, claims: Sequence[_AddressClaim]) -> list[bool]:
+        """Claim the addresses of hosts together, under one taking of the lease lock
+        (their rows locked in id order first, as a commit locks them): one statement
+        for each worker and time judged by (one, in a crawl process)."""
+        groups: dict[tuple[str, float | None], list[int]] = {}
+        for n, claim in enumerate(claims):
+            groups.setdefault((claim.worker, claim.now), []).append(n)
         async with self._transaction() as conn:
             await conn.execute(sql.ADDRESS_LOCK)
-            cursor = await conn.execute(sql.CLAIM_ADDRESS, params)
-        row = await cursor.fetchone()
-        return bool(row and row[0])
+            await conn.execute(sql.LOCK_HOST_IDS, (sorted({c.host_id for c in claims}),))
+            cursors = [
+                (
+                    members,
+                    await conn.execute(
+                        sql.CLAIM_ADDRESSES,
+                        {
+                            "worker": worker,
+                            "hosts": [claims[n].host_id for n in members],
+                            "generations": [claims[n].generation for n in members],
+                            "addresses": [claims[n].address for n in members],
+                            "now": now,
+                        },
+                    ),
+                )
+                for (worker, now), members in groups.items()
+            ]
+        free = [False] * len(claims)
+        for members, cursor in cursors:
+            for n, (ok,) in zip(members, await cursor.fetchall(), strict=True):
+                free[n] = bool(ok)
+        return free
 
     async def renew_leases(
         self, worker: str, leases: Mapping[int, int], ttl: float, *, now: float | None = None
@@ -394,12 +439,18 @@ class PostgresStore(AsyncResource):
         return None if row is None or row[0] is None else float(row[0])
 
     async def robots(self, host_id: int) -> RobotsRecord | None:
+        return await self._robots.ask(host_id)
+
+    async def _read_robots(self, host_ids: Sequence[int]) -> list[RobotsRecord | None]:
         async with self._connection() as conn:
-            cursor = await conn.execute(sql.ROBOTS, (host_id,))
-            row = await cursor.fetchone()
-        if row is None or row[2] is None:
-            return None
-        return RobotsRecord(status=row[0], body=bytes(row[1] or b""), fetched_at=row[2])
+            cursor = await conn.execute(sql.ROBOTS, (list(set(host_ids)),))
+            rows = await cursor.fetchall()
+        records = {
+            row[0]: RobotsRecord(status=row[1], body=bytes(row[2] or b""), fetched_at=row[3])
+            for row in rows
+            if row[3] is not None
+        }
+        return [records.get(host_id) for host_id in host_ids]
 
     async def content_owners(self, hashes: Sequence[str]) -> Mapping[str, int]:
         async with self._connection() as conn:
@@ -418,12 +469,18 @@ class PostgresStore(AsyncResource):
             return await simhash_candidates(conn, blocks)
 
     async def soft404(self, host_id: int) -> Soft404Record | None:
+        return await self._soft404.ask(host_id)
+
+    async def _read_soft404(self, host_ids: Sequence[int]) -> list[Soft404Record | None]:
         async with self._connection() as conn:
-            cursor = await conn.execute(sql.SOFT404, (host_id,))
-            row = await cursor.fetchone()
-        if row is None or row[1] is None:
-            return None
-        return Soft404Record(fingerprint=row[0], checked_at=row[1])
+            cursor = await conn.execute(sql.SOFT404, (list(set(host_ids)),))
+            rows = await cursor.fetchall()
+        records = {
+            row[0]: Soft404Record(fingerprint=row[1], checked_at=row[2])
+            for row in rows
+            if row[2] is not None
+        }
+        return [records.get(host_id) for host_id in host_ids]
 
     async def counters(self) -> Mapping[str, int]:
         async with self._connection() as conn:
