@@ -61,7 +61,7 @@ async def api(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, SiteServ
             async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
                 yield client, server
         finally:
-            crawls.close()
+            await crawls.aclose()
 
 
 async def wait_for(
@@ -442,7 +442,7 @@ async def test_crawls_kept_in_postgresql(tmp_path: Path) -> None:
                 listed = {c["crawlId"] for c in (await client.get("/crawls")).json()}
                 page = await client.get(f"/crawls/{crawl_id}/urls", params={"limit": 1000})
         finally:
-            crawls.close()
+            await crawls.aclose()
             if crawl_id:
                 drop_schema(SCHEMA_PREFIX + crawl_id)
     assert final["counts"]["discovered"] == len(server.site.ground_truth)
@@ -475,6 +475,7 @@ async def test_a_request_sets_the_whole_policy_and_a_resume_keeps_it(
     assert policy["limits"]["max_depth"] == 2
     assert policy["limits"]["max_pages"] == 8
     assert policy["scope"] == {"mode": "host", "include": [], "exclude": ["/features/"]}
+    assert (await client.get(f"/crawls/{crawl_id}/settings")).json() == policy
     assert list((data_dir / "warc").glob("*.warc.gz"))
     assert list((data_dir / "text").iterdir())
     assert len((data_dir / "pages.jsonl").read_text().splitlines()) >= 1
@@ -624,7 +625,7 @@ async def test_a_postgresql_crawl_whose_schema_cannot_be_read_is_listed_unreadab
                 answer = await client.get(f"/crawls/{name}/urls")
                 assert answer.status_code == 409, answer.text
     finally:
-        crawls.close()
+        await crawls.aclose()
         for name in names:
             drop_schema(SCHEMA_PREFIX + name)
 

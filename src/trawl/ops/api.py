@@ -1,6 +1,6 @@
 """The REST API of ``trawl serve`` (FastAPI): start, watch, pause, resume and cancel
-crawls, and page through their URLs. The OpenAPI document is at /openapi.json; the live
-dashboard (dashboard.html, polling ``GET /crawls`` every second) at /.
+crawls, and page through their URLs. The OpenAPI document is at /openapi.json; the
+operator's console (console.html, polling the API) at /.
 
 Every request first passes the guard (trawl.ops.api_guard): with a token, a request that
 changes something must carry ``Authorization: Bearer TOKEN`` (401 before its body is
@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 import uvicorn
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
@@ -46,7 +46,8 @@ MAX_DETAIL = 300
 """Characters of an error message at most."""
 MAX_PROBLEMS = 20
 """Problems one 422 lists at most."""
-DASHBOARD = (files("trawl.ops") / "dashboard.html").read_text(encoding="utf-8")
+CONSOLE = (files("trawl.ops") / "console.html").read_text(encoding="utf-8")
+FAVICON = (files("trawl.ops") / "favicon.svg").read_text(encoding="utf-8")
 _CRAWL_ID = r"^[a-z0-9_]{1,40}$"
 _URL_ID = r"^-?[0-9]{1,19}$"
 _HOST_CHARACTERS = re.compile(r"[^\s/\\?#@%]{1,300}")
@@ -317,7 +318,7 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        crawls.close()
+        await crawls.aclose()
 
     app = FastAPI(title="trawl", version=__version__, lifespan=lifespan, responses=_ALWAYS)
     app.add_middleware(Guard, token=token)
@@ -358,9 +359,14 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         return view
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def dashboard() -> str:
-        """The live dashboard: every crawl's state and counts, pages/s over time."""
-        return DASHBOARD
+    async def console() -> str:
+        """The operator's console (console.html): the crawls and their controls, a
+        crawl's charts, policy, hosts and URLs, live."""
+        return CONSOLE
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response(FAVICON, media_type="image/svg+xml")
 
     async def acted(crawl_id: str, action: Callable[[str], Awaitable[None]]) -> CrawlState:
         """Apply ``action`` to an existing, readable crawl; its state afterwards."""
@@ -448,6 +454,14 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         await found(crawl_id)
         points = crawls.samples.points(crawl_id)
         return Charts(period=PERIOD, points=[_chart_point(p) for p in points])
+
+    @app.get("/crawls/{crawl_id}/settings", responses=_READ | _answers(409))
+    async def settings(crawl_id: CrawlKey) -> dict[str, Any]:
+        """The crawl's policy as the crawl stored it: seeds, scope, politeness, limits,
+        timeouts, retries, freshness (an empty object before the crawl stored one)."""
+        await readable(crawl_id)
+        with _readable(crawl_id):
+            return await crawls.settings(crawl_id)
 
     @app.get("/crawls/{crawl_id}/policy", responses=_READ | _answers(409))
     async def policy(crawl_id: CrawlKey) -> Policy:

@@ -193,6 +193,14 @@ class Crawls:
         async with self.location(crawl_id).open(readonly=True) as store:
             return await store.host_figures(limit)
 
+    async def settings(self, crawl_id: str) -> dict[str, Any]:
+        """The crawl's stored policy (trawl.policy), empty before it stored one."""
+        await self.readable(crawl_id)
+        async with self.location(crawl_id).open(readonly=True) as store:
+            stored = await store.get_meta(POLICY_KEY)
+        policy = json.loads(stored) if stored else {}
+        return policy if isinstance(policy, dict) else {}
+
     async def rules(self, crawl_id: str) -> OperatorRules:
         """The operator's rules of the crawl."""
         await self.readable(crawl_id)
@@ -224,6 +232,15 @@ class Crawls:
                     await self.sample(crawl_id)
             watched = running
             await asyncio.sleep(PERIOD)
+
+    async def aclose(self) -> None:
+        """Stop sampling (its reads ended), then every crawl this process started."""
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None and sampler.get_loop() is asyncio.get_running_loop():
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Stop every crawl this process started (they stay resumable)."""
