@@ -35,7 +35,7 @@ from typing import Any
 from trawl.crawl.runner import read_summary
 from trawl.errors import StoreError, UsageError
 from trawl.ops.crawl_request import crawl_arguments
-from trawl.ops.samples import PERIOD, Sample, Samples
+from trawl.ops.samples import PERIOD, READ_SHARE, Sample, Samples
 from trawl.ops.summary import Summary
 from trawl.policy import POLICY_KEY
 from trawl.politeness.rules import RULES_KEY, OperatorRules
@@ -226,12 +226,14 @@ class Crawls:
         """Sample every crawl this process started while it runs, and once after."""
         watched: set[str] = set()
         while True:
+            started = time.monotonic()
             running = {crawl_id for crawl_id in self._processes if self.running(crawl_id)}
             for crawl_id in sorted(running | watched):
                 with contextlib.suppress(StoreError):  # starting, or not readable
                     await self.sample(crawl_id)
             watched = running
-            await asyncio.sleep(PERIOD)
+            spent = time.monotonic() - started
+            await asyncio.sleep(max(PERIOD - spent, spent / READ_SHARE - spent))
 
     async def aclose(self) -> None:
         """Stop sampling (its reads ended), then every crawl this process started."""

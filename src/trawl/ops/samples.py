@@ -1,7 +1,8 @@
 """A crawl's figures over time, for the console's charts.
 
 ``trawl serve`` keeps them: while a crawl it started runs, it reads the crawl's store
-once every `PERIOD` seconds (its counters, its URLs queued or handed out, how many hosts back off:
+once every `PERIOD` seconds (less often when the reads take more than `READ_SHARE` of
+the time) (its counters, its URLs queued or handed out, how many hosts back off:
 trawl.store.host_table) and keeps the last `KEPT` samples of each crawl in RAM, one more
 after the crawl stops. Nothing is written to the crawl's store, so watching a crawl
 costs it only the reads; the history starts when the server starts or resumes the
@@ -22,7 +23,11 @@ from dataclasses import dataclass
 from trawl.ops.summary import STATUS_CLASSES
 
 PERIOD = 1.0
-"""Seconds between two samples of a running crawl."""
+"""Seconds between two samples of a running crawl, at the least."""
+READ_SHARE = 0.1
+"""At most this share of the time goes to sampling: the host states are a scan of the
+queued and failed URLs, seconds at millions of URLs, so a big crawl is sampled less
+often (its rates are still per second over the span between two samples)."""
 KEPT = 900
 """Samples kept per crawl: 15 minutes at one a second."""
 ERROR_PREFIX = "error:"
