@@ -183,6 +183,12 @@ def test_an_operator_runs_a_crawl_from_the_console(
     asked = until(lambda: len(later()) >= 4 and later(), seconds=30)
     assert min(b.start - a.end for a, b in itertools.pairwise(asked)) >= HOST_DELAY - 0.02
 
+    # A URL pattern blocked from its form.
+    browser.fill("#block-pattern", "/features/")
+    browser.click("#block-form button")
+    expect(browser.locator("#patterns")).to_have_text("/features/")
+    assert httpx.get(f"{base}/crawls/{crawl_id}/policy").json()["patterns"] == ["/features/"]
+
     # The host table sorts, and the URL browser filters by host.
     browser.click('#hosts th button[data-sort="name"]')
     expect(browser.locator('#hosts th button[data-sort="name"]')).to_have_attribute(
