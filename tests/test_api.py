@@ -61,7 +61,7 @@ async def api(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, SiteServ
             async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
                 yield client, server
         finally:
-            crawls.close()
+            await crawls.aclose()
 
 
 async def wait_for(
@@ -442,7 +442,7 @@ async def test_crawls_kept_in_postgresql(tmp_path: Path) -> None:
                 listed = {c["crawlId"] for c in (await client.get("/crawls")).json()}
                 page = await client.get(f"/crawls/{crawl_id}/urls", params={"limit": 1000})
         finally:
-            crawls.close()
+            await crawls.aclose()
             if crawl_id:
                 drop_schema(SCHEMA_PREFIX + crawl_id)
     assert final["counts"]["discovered"] == len(server.site.ground_truth)
@@ -475,6 +475,7 @@ async def test_a_request_sets_the_whole_policy_and_a_resume_keeps_it(
     assert policy["limits"]["max_depth"] == 2
     assert policy["limits"]["max_pages"] == 8
     assert policy["scope"] == {"mode": "host", "include": [], "exclude": ["/features/"]}
+    assert (await client.get(f"/crawls/{crawl_id}/settings")).json() == policy
     assert list((data_dir / "warc").glob("*.warc.gz"))
     assert list((data_dir / "text").iterdir())
     assert len((data_dir / "pages.jsonl").read_text().splitlines()) >= 1
@@ -624,6 +625,77 @@ async def test_a_postgresql_crawl_whose_schema_cannot_be_read_is_listed_unreadab
                 answer = await client.get(f"/crawls/{name}/urls")
                 assert answer.status_code == 409, answer.text
     finally:
-        crawls.close()
+        await crawls.aclose()
         for name in names:
             drop_schema(SCHEMA_PREFIX + name)
+
+
+async def test_charts_hosts_and_filtered_urls_of_a_crawl(
+    api: tuple[httpx.AsyncClient, SiteServer],
+) -> None:
+    client, server = api
+    body = {"seeds": list(server.site.seeds)}
+    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
+    running = await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
+    assert running["state"] == "running"
+    table = (await client.get(f"/crawls/{crawl_id}/host-table")).json()
+    assert table["total"] >= 1
+    assert {h["state"] for h in table["hosts"]} <= {"leased", "resting", "waiting", "idle",
+                                                    "backing off", "robots-blocked"}  # fmt: skip
+    final = await wait_for(client, crawl_id, lambda s: s["state"] == "done")
+    await asyncio.sleep(1.5)  # the sample taken after the crawl stopped
+
+    charts = (await client.get(f"/crawls/{crawl_id}/charts")).json()
+    assert charts["period"] == 1.0
+    points = charts["points"]
+    assert len(points) >= 2
+    times = [p["at"] for p in points]
+    assert times == sorted(times)
+    assert set(points[0]["pagesPerSecond"]) == {"1xx", "2xx", "3xx", "4xx", "5xx"}
+    assert max(p["pagesPerSecond"]["2xx"] for p in points) > 0
+    assert max(p["queued"] for p in points) > 0
+    assert points[-1]["queued"] == 0
+    # The rates add up to the pages the samples saw, no more than the crawl fetched.
+    spans = [b - a for a, b in itertools.pairwise([times[0] - 1.0, *times])]
+    seen = sum(p["pagesPerSecond"]["2xx"] * span for p, span in zip(points, spans, strict=True))
+    assert 0 < seen <= final["counts"]["status2xx"] + 0.5
+
+    by_name = {"sort": "name", "order": "asc"}
+    table = (await client.get(f"/crawls/{crawl_id}/host-table", params=by_name)).json()
+    names = [h["host"] for h in table["hosts"]]
+    assert names == sorted(names)
+    assert table["total"] == len(names) >= 4
+    assert sum(h["fetched"] for h in table["hosts"]) == final["counts"]["fetched"]
+    assert sum(h["errors"] for h in table["hosts"]) == final["counts"]["failed"]
+    assert all(h["queued"] == 0 for h in table["hosts"])
+    slow: dict[str, str | int] = {"sort": "responseTime", "limit": 2, "offset": 1}
+    by_time = (await client.get(f"/crawls/{crawl_id}/host-table", params=slow)).json()
+    means = sorted((h["meanMs"] for h in table["hosts"]), reverse=True)
+    assert [h["meanMs"] for h in by_time["hosts"]] == means[1:3]
+    for bad in ({"sort": "colour"}, {"order": "up"}, {"limit": 0}, {"offset": -1}):
+        answer = await client.get(f"/crawls/{crawl_id}/host-table", params=bad)
+        assert answer.status_code == 422, bad
+
+    urls = f"/crawls/{crawl_id}/urls"
+    host = names[0]
+    of_host = (await client.get(urls, params={"host": host, "limit": 1000})).json()["urls"]
+    assert of_host
+    assert {httpx.URL(row["url"]).netloc.decode() for row in of_host} == {host}
+    everything = (await client.get(urls, params={"limit": 1000})).json()["urls"]
+    statuses = {row["status"] for row in everything if row["status"] is not None}
+    for status in statuses:
+        rows = (await client.get(urls, params={"status": status, "limit": 1000})).json()["urls"]
+        assert rows == [row for row in everything if row["status"] == status]
+    errors = {row["error"] for row in everything if row["error"] is not None}
+    failed = {row["error"] for row in everything if row["state"] == "failed"}
+    assert set(final["errors"]) == failed, final["errors"]
+    for error in errors:
+        rows = (await client.get(urls, params={"error": error, "limit": 1000})).json()["urls"]
+        assert rows == [row for row in everything if row["error"] == error]
+    both = {"host": host, "state": "done", "limit": 1000}
+    rows = (await client.get(urls, params=both)).json()["urls"]
+    assert rows == [r for r in of_host if r["state"] == "done"]
+    for bad in ({"host": "<b>"}, {"status": 99}, {"status": 600}, {"error": ""}):
+        assert (await client.get(urls, params=bad)).status_code == 422, bad
+    assert (await client.get("/crawls/c1/charts")).status_code == 404
+    assert (await client.get("/crawls/c1/host-table")).status_code == 404

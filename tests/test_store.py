@@ -45,6 +45,7 @@ from trawl.store.values import (
     RobotsRecord,
     Soft404Record,
     State,
+    UrlFilter,
 )
 
 __all__ = ["pg_schema"]
@@ -901,3 +902,83 @@ async def test_hosts_are_ranked_by_response_time_and_blocked_urls(store: Engine)
     ]
     assert [(h.name, h.blocked) for h in blocked] == [("b.test", 2), ("a.test", 1)]
     assert (await store.host_figures(1))[0][0].name == "a.test"
+
+
+async def test_the_host_table_gives_each_host_its_figures_and_state(store: Engine) -> None:
+    names = ["a.test", "b.test", "c.test", "e.test", "f.test"]
+    await insert(store, *(url(name, n) for name in names[:4] for n in range(2)))
+    ids = await store.host_ids(names[:4])
+    claimed = await store.claim({ids[name]: 2 for name in names[:4]}, now=1000.0)
+    by_host = {name: [c for c in claimed if c.host_id == ids[name]] for name in names[:4]}
+    a, b, c, e = (by_host[name] for name in names[:4])
+    outcomes = [
+        Outcome(a[0].id, a[0].host_id, State.DONE, 1, status=200, elapsed=0.2),
+        Outcome(a[1].id, a[1].host_id, State.FAILED, 1, error="host_failing"),
+        Outcome(b[0].id, b[0].host_id, State.FAILED, 1, error="timeout", elapsed=0.5),
+        Outcome(b[1].id, b[1].host_id, State.QUEUED, 1, error="timeout", next_fetch_at=9e9),
+        Outcome(c[0].id, c[0].host_id, State.BLOCKED, 0),
+        Outcome(c[1].id, c[1].host_id, State.BLOCKED, 0),
+        Outcome(e[0].id, e[0].host_id, State.DONE, 1, status=200, elapsed=0.1),
+        Outcome(e[1].id, e[1].host_id, State.DONE, 1, status=404, elapsed=0.3),
+    ]
+    await store.commit(CommitBatch(outcomes=outcomes))
+    await insert(store, url("f.test", 1))
+    leases = await store.lease_hosts("w1", 10, 30.0, now=1000.0)
+    assert "f.test" in {lease.name for lease in leases}
+
+    total, rows = await store.host_page("name", False, 10, 0, now=1001.0)
+    assert total == 5
+    assert [(h.name, h.state, h.queued, h.errors, h.blocked) for h in rows] == [
+        ("a.test", "broken", 0, 1, 0),
+        ("b.test", "backing off", 1, 1, 0),
+        ("c.test", "robots-blocked", 0, 0, 2),
+        ("e.test", "idle", 0, 0, 0),
+        ("f.test", "leased", 1, 0, 0),
+    ]
+    e_row = rows[3]
+    assert (e_row.fetched, e_row.responses, round(e_row.mean_seconds, 3)) == (2, 2, 0.2)
+    assert await store.host_states(1001.0) == {
+        "broken": 1, "backing off": 1, "robots-blocked": 1, "idle": 1, "leased": 1
+    }  # fmt: skip
+    # The lease ran out: the host waits for a worker.
+    _, later = await store.host_page("name", False, 10, 0, now=2000.0)
+    assert later[4].state == "waiting"
+
+    _, by_errors = await store.host_page("errors", True, 2, 0, now=1001.0)
+    assert [h.name for h in by_errors] == ["a.test", "b.test"]
+    total, second = await store.host_page("errors", True, 2, 2, now=1001.0)
+    assert (total, [h.name for h in second]) == (5, ["c.test", "e.test"])
+    _, by_state = await store.host_page("state", False, 5, 0, now=1001.0)
+    assert [h.state for h in by_state][:2] == ["broken", "backing off"]
+    _, slowest = await store.host_page("responseTime", True, 1, 0, now=1001.0)
+    assert slowest[0].name == "b.test"
+    assert await store.host_page("name", False, 10, 10, now=1001.0) == (0, [])
+
+
+async def test_a_page_of_urls_is_filtered_by_state_host_status_and_error(store: Engine) -> None:
+    await insert(store, *(url(name, n) for name in ("a.test", "b.test") for n in range(3)))
+    ids = await store.host_ids(["a.test", "b.test"])
+    claimed = await store.claim({ids["a.test"]: 3, ids["b.test"]: 3}, now=1000.0)
+    answers = [(State.DONE, 200, None), (State.DONE, 404, None), (State.FAILED, None, "timeout")]
+    outcomes = [
+        Outcome(c.id, c.host_id, state, 1, status=status, error=error)
+        for c, (state, status, error) in zip(claimed, answers * 2, strict=True)
+    ]
+    await store.commit(CommitBatch(outcomes=outcomes))
+    start = -(2**63)
+
+    async def urls(**wanted: Any) -> set[str]:
+        return {row.url for _, row in await store.url_page(start, 100, UrlFilter(**wanted))}
+
+    everything = await urls()
+    assert len(everything) == 6
+    a_urls = {u for u in everything if "a.test" in u}
+    assert await urls(host="a.test") == a_urls
+    assert await urls(host="nowhere.test") == set()
+    found = await urls(status=404)
+    assert len(found) == 2
+    assert await urls(status=404, host="b.test") == found - a_urls
+    assert len(await urls(error="timeout")) == 2
+    assert await urls(error="timeout", state=State.DONE) == set()
+    assert len(await urls(state=State.DONE)) == 4
+    assert len(await store.url_page(start, 1, UrlFilter(host="a.test"))) == 1

@@ -19,7 +19,7 @@ from test_store import insert, rows, url
 from trawl.store.schema import SQLITE_TYPES, migration_statements
 from trawl.store.sqlite.sql import STAGED
 from trawl.store.sqlite.store import DB_NAME, SQLiteStore
-from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, blocks
+from trawl.store.values import CommitBatch, Duplicates, NewURL, Outcome, State, UrlFilter, blocks
 
 INBOX = 5
 """The inbox limit of these tests' stores: a merge after every five new URLs or so."""
@@ -76,7 +76,7 @@ async def test_a_url_page_filters_by_state_in_id_order(store: SQLiteStore) -> No
     await store.commit(
         CommitBatch(outcomes=[Outcome(i, host, State.DONE, 1, status=200) for i in done])
     )
-    page = await store.url_page(done[1], 3, State.DONE)
+    page = await store.url_page(done[1], 3, UrlFilter(state=State.DONE))
     assert [i for i, _ in page] == done[1:4]
     assert {row.state for _, row in page} == {State.DONE}
     assert len(await store.url_page(-(2**63), 100)) == 12
@@ -179,7 +179,7 @@ async def test_no_statement_by_url_id_reads_a_whole_table(
     await store.existing([u.id for u in urls])
     await store.content_hashes([first.id])
     await store.simhash_candidates(blocks(7))
-    await store.url_page(0, 10, State.DONE)
+    await store.url_page(0, 10, UrlFilter(state=State.DONE))
     [row async for row in store.export()]
     [batch async for batch in store.iter_ids()]
     reads = [s for s in statements if re.search(r"\b(SELECT|UPDATE|DELETE)\b", s)]

@@ -304,7 +304,7 @@ def serve(
     token: str | None,
     crawl_options: tuple[str, ...],
 ) -> None:
-    """Serve the REST API and dashboard for crawls.
+    """Serve the REST API and operator console for crawls.
 
     Through it crawls are started, watched, paused, resumed and cancelled.
 

@@ -1,6 +1,6 @@
 """The REST API of ``trawl serve`` (FastAPI): start, watch, pause, resume and cancel
-crawls, and page through their URLs. The OpenAPI document is at /openapi.json; the live
-dashboard (dashboard.html, polling ``GET /crawls`` every second) at /.
+crawls, and page through their URLs. The OpenAPI document is at /openapi.json; the
+operator's console (console.html, polling the API) at /.
 
 Every request first passes the guard (trawl.ops.api_guard): with a token, a request that
 changes something must carry ``Authorization: Bearer TOKEN`` (401 before its body is
@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 import uvicorn
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
@@ -37,15 +37,17 @@ from trawl.extract.urls import DEFAULT_RULES, Rejection, host_key, normalize
 from trawl.ops.api_guard import BODY_LIMIT, Guard
 from trawl.ops.crawl_request import NewCrawl
 from trawl.ops.crawls import LAST_ID, UNREADABLE, Crawls, CrawlView
+from trawl.ops.samples import PERIOD, Point
 from trawl.politeness.rules import HostRule, OperatorRules
-from trawl.store.values import HostFigures, State
+from trawl.store.values import HOST_ORDERS, HOST_STATES, HostFigures, HostRow, State, UrlFilter
 
 MAX_PAGE = 1000
 MAX_DETAIL = 300
 """Characters of an error message at most."""
 MAX_PROBLEMS = 20
 """Problems one 422 lists at most."""
-DASHBOARD = (files("trawl.ops") / "dashboard.html").read_text(encoding="utf-8")
+CONSOLE = (files("trawl.ops") / "console.html").read_text(encoding="utf-8")
+FAVICON = (files("trawl.ops") / "favicon.svg").read_text(encoding="utf-8")
 _CRAWL_ID = r"^[a-z0-9_]{1,40}$"
 _URL_ID = r"^-?[0-9]{1,19}$"
 _HOST_CHARACTERS = re.compile(r"[^\s/\\?#@%]{1,300}")
@@ -104,6 +106,8 @@ class CrawlState(BaseModel):
     counts: dict[str, int]
     error: str | None = None
     """Why the crawl's store cannot be read (state ``unreadable``), one line."""
+    errors: dict[str, int] = {}
+    """Failed URLs by error reason."""
 
 
 class HostPolicy(BaseModel):
@@ -144,6 +148,41 @@ class HostRanks(BaseModel):
     mostBlocked: list[HostRank]
 
 
+class HostLine(BaseModel):
+    host: str
+    state: Literal[HOST_STATES]  # type: ignore[valid-type]
+    """broken, backing off, robots-blocked, leased, resting, waiting or idle."""
+    queued: int
+    fetched: int
+    responses: int
+    meanMs: float
+    errors: int
+    blocked: int
+
+
+class HostTable(BaseModel):
+    total: int
+    """Hosts in all."""
+    hosts: list[HostLine]
+
+
+class ChartPoint(BaseModel):
+    at: float
+    """Wall clock time, seconds since the epoch."""
+    pagesPerSecond: dict[str, float]
+    """By status class: 1xx to 5xx."""
+    errorsPerSecond: dict[str, float]
+    """By error reason."""
+    queued: int
+    hostsBackingOff: int
+
+
+class Charts(BaseModel):
+    period: float
+    """Seconds between two samples."""
+    points: list[ChartPoint]
+
+
 class Policy(BaseModel):
     hosts: dict[str, HostPolicy]
     patterns: list[str]
@@ -175,7 +214,24 @@ def _state_of(view: CrawlView) -> CrawlState:
         "failed": s.failed, "robotsBlocked": s.robots_blocked, "requests": s.requests,
         **{f"status{k}": v for k, v in s.status.items()},
     }  # fmt: skip
-    return CrawlState(crawlId=view.crawl_id, state=view.state, counts=counts, error=view.error)
+    return CrawlState(
+        crawlId=view.crawl_id, state=view.state, counts=counts, error=view.error,
+        errors=dict(s.errors_by_class),
+    )  # fmt: skip
+
+
+def _host_line(h: HostRow) -> HostLine:
+    return HostLine(
+        host=h.name, state=h.state, queued=h.queued, fetched=h.fetched, responses=h.responses,
+        meanMs=round(h.mean_seconds * 1000, 1), errors=h.errors, blocked=h.blocked,
+    )  # fmt: skip
+
+
+def _chart_point(p: Point) -> ChartPoint:
+    return ChartPoint(
+        at=p.at, pagesPerSecond=p.pages_per_second, errorsPerSecond=p.errors_per_second,
+        queued=p.queued, hostsBackingOff=p.backing_off,
+    )  # fmt: skip
 
 
 def _cut(text: str) -> str:
@@ -262,7 +318,7 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        crawls.close()
+        await crawls.aclose()
 
     app = FastAPI(title="trawl", version=__version__, lifespan=lifespan, responses=_ALWAYS)
     app.add_middleware(Guard, token=token)
@@ -303,9 +359,14 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         return view
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def dashboard() -> str:
-        """The live dashboard: every crawl's state and counts, pages/s over time."""
-        return DASHBOARD
+    async def console() -> str:
+        """The operator's console (console.html): the crawls and their controls, a
+        crawl's charts, policy, hosts and URLs, live."""
+        return CONSOLE
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response(FAVICON, media_type="image/svg+xml")
 
     async def acted(crawl_id: str, action: Callable[[str], Awaitable[None]]) -> CrawlState:
         """Apply ``action`` to an existing, readable crawl; its state afterwards."""
@@ -369,6 +430,39 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
 
         return HostRanks(slowest=[rank(h) for h in slowest], mostBlocked=[rank(h) for h in blocked])
 
+    @app.get("/crawls/{crawl_id}/host-table", responses=_READ | _answers(409))
+    async def host_table(
+        crawl_id: CrawlKey,
+        sort: Literal[HOST_ORDERS] = "queued",  # type: ignore[valid-type]
+        order: Literal["asc", "desc"] = "desc",
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+    ) -> HostTable:
+        """Every host of the crawl with its queue, response time, errors and state
+        (docs/OPERATING.md says how each state is read), sorted then by name, a page at
+        a time."""
+        await readable(crawl_id)
+        with _readable(crawl_id):
+            total, rows = await crawls.host_page(crawl_id, sort, order == "desc", limit, offset)
+        return HostTable(total=total, hosts=[_host_line(h) for h in rows])
+
+    @app.get("/crawls/{crawl_id}/charts", responses=_READ)
+    async def charts(crawl_id: CrawlKey) -> Charts:
+        """The crawl's figures over time, sampled by this server every second while the
+        crawl runs (the last 15 minutes): pages/s by status class, errors/s by reason,
+        the queue and the hosts backing off."""
+        await found(crawl_id)
+        points = crawls.samples.points(crawl_id)
+        return Charts(period=PERIOD, points=[_chart_point(p) for p in points])
+
+    @app.get("/crawls/{crawl_id}/settings", responses=_READ | _answers(409))
+    async def settings(crawl_id: CrawlKey) -> dict[str, Any]:
+        """The crawl's policy as the crawl stored it: seeds, scope, politeness, limits,
+        timeouts, retries, freshness (an empty object before the crawl stored one)."""
+        await readable(crawl_id)
+        with _readable(crawl_id):
+            return await crawls.settings(crawl_id)
+
     @app.get("/crawls/{crawl_id}/policy", responses=_READ | _answers(409))
     async def policy(crawl_id: CrawlKey) -> Policy:
         await readable(crawl_id)
@@ -415,10 +509,24 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         state: Literal["queued", "claimed", "done", "failed", "blocked", "parked"] | None = None,
+        host: Annotated[str | None, Query(max_length=300, description="A host name or "
+                        "address, with :port or not.")] = None,
+        status: Annotated[int | None, Query(ge=100, le=599)] = None,
+        error: Annotated[str | None, Query(min_length=1, max_length=100,
+                         description="An error reason, as the URL rows give it.")] = None,
     ) -> UrlPage:  # fmt: skip
         start = _after(after)
+        key = None if host is None else host_rule_key(host)
+        if host is not None and key is None:
+            raise RequestValidationError(
+                [{"type": "value_error", "loc": ("query", "host"),
+                  "msg": "not a host name or IP address (with :port or not)"}]
+            )  # fmt: skip
         await readable(crawl_id)
-        wanted = None if state is None else State[state.upper()]
+        wanted = UrlFilter(
+            state=None if state is None else State[state.upper()], host=key, status=status,
+            error=error,
+        )  # fmt: skip
         with _readable(crawl_id):
             rows = await crawls.urls(crawl_id, start, limit, wanted)
         page = [

@@ -9,6 +9,9 @@ commits what is in flight and stops, resumable), resuming starts it again with t
 arguments (a crawl the API did not start: with the seeds and scope stored in its
 policy), and cancelling pauses it for good (state ``cancelled``).
 
+While a crawl it started runs, ``trawl serve`` samples its figures every second for the
+console's charts (trawl.ops.samples).
+
 A crawl whose store cannot be read (a damaged SQLite file, a PostgreSQL schema that is
 not a crawl's) is shown with state ``unreadable`` and the store's error, and every other
 operation on it raises `StoreError`; the other crawls are not affected.
@@ -17,10 +20,12 @@ operation on it raises `StoreError`; the other crawls are not affected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,12 +35,13 @@ from typing import Any
 from trawl.crawl.runner import read_summary
 from trawl.errors import StoreError, UsageError
 from trawl.ops.crawl_request import crawl_arguments
+from trawl.ops.samples import PERIOD, READ_SHARE, Sample, Samples
 from trawl.ops.summary import Summary
 from trawl.policy import POLICY_KEY
 from trawl.politeness.rules import RULES_KEY, OperatorRules
 from trawl.store.location import SCHEMA_PREFIX, StoreLocation
 from trawl.store.sqlite.store import DB_NAME
-from trawl.store.values import ExportRow, HostFigures, State
+from trawl.store.values import ExportRow, HostFigures, HostRow, UrlFilter
 
 CANCELLED = "cancelled"
 UNREADABLE = "unreadable"
@@ -67,7 +73,9 @@ class Crawls:
     root: Path
     dsn: str | None = None
     crawl_options: Sequence[str] = ()
+    samples: Samples = field(default_factory=Samples)
     _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _sampler: asyncio.Task[None] | None = None
 
     def location(self, crawl_id: str) -> StoreLocation:
         return StoreLocation(self.root / crawl_id, self.dsn, crawl_id)
@@ -160,22 +168,38 @@ class Crawls:
             await store.set_meta("state", CANCELLED)
 
     async def urls(
-        self, crawl_id: str, after: int | None, limit: int, state: State | None
+        self, crawl_id: str, after: int | None, limit: int, wanted: UrlFilter
     ) -> list[tuple[int, ExportRow]]:
-        """A page of the crawl's URLs, in id order, after the id ``after`` (a signed
-        64-bit integer)."""
+        """A page of the crawl's URLs that are as ``wanted``, in id order, after the id
+        ``after`` (a signed 64-bit integer)."""
         await self.readable(crawl_id)
         if after == LAST_ID:
             return []
         start = -LAST_ID - 1 if after is None else after + 1
         async with self.location(crawl_id).open(readonly=True) as store:
-            return await store.url_page(start, limit, state)
+            return await store.url_page(start, limit, wanted)
+
+    async def host_page(
+        self, crawl_id: str, order: str, descending: bool, limit: int, offset: int
+    ) -> tuple[int, list[HostRow]]:
+        """How many hosts the crawl has, and a page of them with their state now."""
+        await self.readable(crawl_id)
+        async with self.location(crawl_id).open(readonly=True) as store:
+            return await store.host_page(order, descending, limit, offset, time.time())
 
     async def hosts(self, crawl_id: str, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
         """The crawl's slowest and most-blocked hosts."""
         await self.readable(crawl_id)
         async with self.location(crawl_id).open(readonly=True) as store:
             return await store.host_figures(limit)
+
+    async def settings(self, crawl_id: str) -> dict[str, Any]:
+        """The crawl's stored policy (trawl.policy), empty before it stored one."""
+        await self.readable(crawl_id)
+        async with self.location(crawl_id).open(readonly=True) as store:
+            stored = await store.get_meta(POLICY_KEY)
+        policy = json.loads(stored) if stored else {}
+        return policy if isinstance(policy, dict) else {}
 
     async def rules(self, crawl_id: str) -> OperatorRules:
         """The operator's rules of the crawl."""
@@ -188,8 +212,42 @@ class Crawls:
         async with self.location(crawl_id).open() as store:
             await store.set_meta(RULES_KEY, rules.to_json())
 
+    async def sample(self, crawl_id: str) -> None:
+        """Add a sample of the crawl's figures now (trawl.ops.samples)."""
+        async with self.location(crawl_id).open(readonly=True) as store:
+            counters = await store.counters()
+            queued = await store.work_left()
+            now = time.time()
+            states = await store.host_states(now)
+        backing_off = states.get("backing off", 0) + states.get("broken", 0)
+        self.samples.add(crawl_id, Sample(now, counters, queued, backing_off))
+
+    async def _sample_forever(self) -> None:
+        """Sample every crawl this process started while it runs, and once after."""
+        watched: set[str] = set()
+        while True:
+            started = time.monotonic()
+            running = {crawl_id for crawl_id in self._processes if self.running(crawl_id)}
+            for crawl_id in sorted(running | watched):
+                with contextlib.suppress(StoreError):  # starting, or not readable
+                    await self.sample(crawl_id)
+            watched = running
+            spent = time.monotonic() - started
+            await asyncio.sleep(max(PERIOD - spent, spent / READ_SHARE - spent))
+
+    async def aclose(self) -> None:
+        """Stop sampling (its reads ended), then every crawl this process started."""
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None and sampler.get_loop() is asyncio.get_running_loop():
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+        await asyncio.to_thread(self.close)
+
     def close(self) -> None:
         """Stop every crawl this process started (they stay resumable)."""
+        if self._sampler is not None:
+            self._sampler.cancel()
         for process in self._processes.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
@@ -213,6 +271,9 @@ class Crawls:
             self._processes[crawl_id] = subprocess.Popen(
                 command, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
             )
+        loop = asyncio.get_running_loop()
+        if self._sampler is None or self._sampler.done() or self._sampler.get_loop() is not loop:
+            self._sampler = loop.create_task(self._sample_forever())
 
 
 def _start_arguments(policy: Mapping[str, Any]) -> list[str]:

@@ -20,17 +20,19 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Protocol
 
 from trawl.store.values import (
+    ANY_URL,
     Blocks,
     CommitBatch,
     CommitResult,
     ExportRow,
     HostFigures,
+    HostRow,
     ItemRow,
     Lease,
     QueuedURL,
     RobotsRecord,
     Soft404Record,
-    State,
+    UrlFilter,
 )
 
 
@@ -244,10 +246,24 @@ class Reports(Protocol):
         ...
 
     async def url_page(
-        self, start: int, limit: int, state: State | None = None
+        self, start: int, limit: int, wanted: UrlFilter = ANY_URL
     ) -> list[tuple[int, ExportRow]]:
-        """Up to ``limit`` URLs (in ``state``, if given) with ids from ``start`` on, in id
-        order, each with its id (the next page starts after the last one)."""
+        """Up to ``limit`` URLs that are as ``wanted`` (state, host, status, error) with
+        ids from ``start`` on, in id order, each with its id (the next page starts after
+        the last one)."""
+        ...
+
+    async def host_page(
+        self, order: str, descending: bool, limit: int, offset: int, now: float
+    ) -> tuple[int, list[HostRow]]:
+        """How many hosts the crawl has, and ``limit`` of them from ``offset`` on, sorted
+        by ``order`` (one of `HOST_ORDERS`) then by name, each with its state at wall
+        clock time ``now`` (trawl.store.host_table)."""
+        ...
+
+    async def host_states(self, now: float) -> dict[str, int]:
+        """How many hosts are in each state (`HOST_STATES`) at wall clock time ``now``;
+        states no host is in are left out."""
         ...
 
 

@@ -395,6 +395,48 @@ class HostFigures:
     blocked: int
 
 
+HOST_STATES = ("broken", "backing off", "robots-blocked", "leased", "resting", "waiting", "idle")
+"""A host's state as the console shows it, first match wins (trawl.store.host_table):
+its URLs were given up (the circuit breaker, or an address not allowed); some of its
+URLs wait for a retry after a failed answer; robots.txt blocked URLs and none was
+answered; a worker holds its lease; it rests until its next turn; it has work and no
+worker; it has none."""
+HOST_ORDERS = ("name", "state", "queued", "fetched", "errors", "responseTime", "blocked")
+"""What the host table may be sorted by."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostRow:
+    """One host of the console's host table."""
+
+    name: str
+    state: str
+    """One of `HOST_STATES`."""
+    queued: int
+    """URLs queued or handed out."""
+    fetched: int
+    responses: int
+    mean_seconds: float
+    errors: int
+    """URLs that failed."""
+    blocked: int
+    """URLs robots.txt blocked."""
+
+
+@dataclass(frozen=True, slots=True)
+class UrlFilter:
+    """Which URLs a page of URLs holds (None: any)."""
+
+    state: State | None = None
+    host: str | None = None
+    """A host as the crawl names it (``name`` or ``name:port``)."""
+    status: int | None = None
+    error: str | None = None
+
+
+ANY_URL = UrlFilter()
+
+
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """What a commit changed: new URLs, hosts that got work, and every counter written.

@@ -448,10 +448,15 @@ _EXPORT_COLUMNS = export_columns("u.id", "(SELECT t.url FROM urls AS t WHERE t.i
 URL by its key."""
 EXPORT = f"SELECT {_EXPORT_COLUMNS} FROM urls AS u WHERE u.id >= %s ORDER BY u.id LIMIT %s"
 URL_PAGE = (
-    f"SELECT {_EXPORT_COLUMNS} FROM urls AS u WHERE u.id >= %s "
-    "AND (%s::smallint IS NULL OR u.state = %s::smallint) ORDER BY u.id LIMIT %s"
+    f"SELECT {_EXPORT_COLUMNS} FROM urls AS u WHERE u.id >= %(start)s "
+    "AND (%(state)s::smallint IS NULL OR u.state = %(state)s::smallint) "
+    "AND (%(host)s::text IS NULL "
+    "OR u.host_id = (SELECT id FROM hosts WHERE name = %(host)s::text)) "
+    "AND (%(status)s::integer IS NULL OR u.status = %(status)s::integer) "
+    "AND (%(error)s::text IS NULL OR u.error = %(error)s::text) ORDER BY u.id LIMIT %(limit)s"
 )
-"""A page of ``urls`` from an id on, of one state (NULL: any), as export rows."""
+"""A page of ``urls`` from an id on (``start``), of one state, host name, status and
+error (NULL: any), as export rows."""
 
 # Connections, schemas and the crawls of a database. The composed statements take the
 # schema as a quoted identifier (``psycopg.sql.Identifier``).

@@ -37,6 +37,7 @@ from psycopg_pool import AsyncConnectionPool
 from trawl.errors import StoreError
 from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.resource import AsyncResource
+from trawl.store.host_table import host_page_sql, host_rows, host_states_sql, state_name
 from trawl.store.postgres import commit, sql
 from trawl.store.postgres.content import (
     canonicals,
@@ -49,6 +50,7 @@ from trawl.store.postgres.items import item_page
 from trawl.store.postgres.migrate import check_exists, migrate
 from trawl.store.rows import MAX_ID, MIN_ID, Row, export_row, item_pages, pages_by_id
 from trawl.store.values import (
+    ANY_URL,
     PAGE_BUDGET_COUNTER,
     PAGE_BUDGET_ERROR,
     Blocks,
@@ -56,12 +58,13 @@ from trawl.store.values import (
     CommitResult,
     ExportRow,
     HostFigures,
+    HostRow,
     ItemRow,
     Lease,
     QueuedURL,
     RobotsRecord,
     Soft404Record,
-    State,
+    UrlFilter,
 )
 
 CONNECT_TIMEOUT = 10
@@ -510,12 +513,31 @@ class PostgresStore(AsyncResource):
         return [HostFigures(*r) for r in slow_rows], [HostFigures(*r) for r in blocked_rows]
 
     async def url_page(
-        self, start: int, limit: int, state: State | None = None
+        self, start: int, limit: int, wanted: UrlFilter = ANY_URL
     ) -> list[tuple[int, ExportRow]]:
+        parameters = {
+            "start": start, "state": wanted.state, "host": wanted.host,
+            "status": wanted.status, "error": wanted.error, "limit": limit,
+        }  # fmt: skip
         async with self._connection() as conn:
-            cursor = await conn.execute(sql.URL_PAGE, (start, state, state, limit))
+            cursor = await conn.execute(sql.URL_PAGE, parameters)
             rows = await cursor.fetchall()
         return [(row[0], export_row(row)) for row in rows]
+
+    async def host_page(
+        self, order: str, descending: bool, limit: int, offset: int, now: float
+    ) -> tuple[int, list[HostRow]]:
+        async with self._connection() as conn:
+            statement = host_page_sql("%s", order, descending)
+            cursor = await conn.execute(statement, (now, now, limit, offset))
+            rows = await cursor.fetchall()
+        return host_rows(rows)
+
+    async def host_states(self, now: float) -> dict[str, int]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(host_states_sql("%s"), (now, now))
+            rows = await cursor.fetchall()
+        return {state_name(rank): int(count) for rank, count in rows}
 
     async def export(self) -> AsyncIterator[ExportRow]:
         async def page(start: int) -> list[Row]:

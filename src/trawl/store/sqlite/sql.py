@@ -416,8 +416,17 @@ _EXPORT_BY_ID = export_columns("k.id", "(SELECT t.url FROM urls AS t WHERE t.seq
 """The export columns read through the id index (trawl.store.sqlite.ids), the URL id
 taken from it so that the rows come in its order; a column holding another URL's id
 reads that URL through the index too."""
-URL_PAGE = by_id(_EXPORT_BY_ID, "k.id >= ?1 AND (?2 IS NULL OR u.state = ?2)") + " LIMIT ?3"
-"""Export rows from an id on (parameters: start, state or NULL, limit)."""
+URL_PAGE = (
+    by_id(
+        _EXPORT_BY_ID,
+        "k.id >= ?1 AND (?2 IS NULL OR u.state = ?2) "
+        "AND (?4 IS NULL OR u.host_id = (SELECT id FROM hosts WHERE name = ?4)) "
+        "AND (?5 IS NULL OR u.status = ?5) AND (?6 IS NULL OR u.error = ?6)",
+    )
+    + " LIMIT ?3"
+)
+"""Export rows from an id on (parameters: start, state, limit, host name, status,
+error; NULL for any)."""
 EXPORT_PAGE = by_id(_EXPORT_BY_ID, "k.id >= ?1") + " LIMIT 5000"
 """Export rows from an id on (parameter: start), a page at a time."""
 

@@ -30,6 +30,7 @@ from typing import TypeVar
 from trawl.errors import StoreError
 from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.resource import AsyncResource
+from trawl.store.host_table import host_page_sql, host_rows, host_states_sql, state_name
 from trawl.store.rows import Row, export_row, item_pages, pages_by_id
 from trawl.store.schema import SCHEMA_VERSION, SQLITE_TYPES, migration_statements
 from trawl.store.sqlite import sql
@@ -62,18 +63,21 @@ from trawl.store.sqlite.hosts import (
 from trawl.store.sqlite.ids import MERGE_ROWS, inbox_size, merge_inbox
 from trawl.store.sqlite.items import item_page
 from trawl.store.values import (
+    ANY_URL,
     PAGE_BUDGET_COUNTER,
     Blocks,
     CommitBatch,
     CommitResult,
     ExportRow,
     HostFigures,
+    HostRow,
     ItemRow,
     Lease,
     QueuedURL,
     RobotsRecord,
     Soft404Record,
     State,
+    UrlFilter,
 )
 
 T = TypeVar("T")
@@ -505,11 +509,29 @@ class SQLiteStore(AsyncResource):
         return await self._run(work)
 
     async def url_page(
-        self, start: int, limit: int, state: State | None = None
+        self, start: int, limit: int, wanted: UrlFilter = ANY_URL
     ) -> list[tuple[int, ExportRow]]:
         def work() -> list[tuple[int, ExportRow]]:
-            rows = self._db.execute(sql.URL_PAGE, (start, state, limit)).fetchall()
+            parameters = (start, wanted.state, limit, wanted.host, wanted.status, wanted.error)
+            rows = self._db.execute(sql.URL_PAGE, parameters).fetchall()
             return [(row[0], export_row(row)) for row in rows]
+
+        return await self._run(work)
+
+    async def host_page(
+        self, order: str, descending: bool, limit: int, offset: int, now: float
+    ) -> tuple[int, list[HostRow]]:
+        def work() -> tuple[int, list[HostRow]]:
+            statement = host_page_sql("?", order, descending)
+            rows = self._db.execute(statement, (now, now, limit, offset)).fetchall()
+            return host_rows(rows)
+
+        return await self._run(work)
+
+    async def host_states(self, now: float) -> dict[str, int]:
+        def work() -> dict[str, int]:
+            rows = self._db.execute(host_states_sql("?"), (now, now)).fetchall()
+            return {state_name(rank): int(count) for rank, count in rows}
 
         return await self._run(work)
 
