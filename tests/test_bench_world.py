@@ -149,8 +149,9 @@ def test_every_figure_is_reported(tiny: tuple[WorldResult, World, Path]) -> None
     for label in ("pages/s", "trawl CPU", "memory per host", "server", "DNS", "politeness",
                   "shared addresses", "store vs truth", "verdict"):  # fmt: skip
         assert label in table
-    assert result.series
-    assert all(s.rss > 0 for s in result.series)
+    assert len(result.series) >= 2
+    # The last sample may find trawl exited (a zombie's RSS reads 0); the fits skip it.
+    assert all(s.rss > 0 for s in result.series[:-1])
     assert result.server_lateness_ms_p99 < MEDIAN * 1000
     assert json.loads(result.to_json())["failures"] == []
 
