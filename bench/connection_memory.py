@@ -1,11 +1,14 @@
 """Memory per connection of trawl's HTTP client, plain and TLS.
 
-    python -m bench.connection_memory [--connections 400]
+    python -m bench.connection_memory [--connections 400] [--loop uvloop|asyncio]
 
-Opens ``--connections`` connections at once to a local aiohttp server (its own process,
-so only the client's memory is counted), keeps them idle in the pool, then closes them,
-with the cycle collector off throughout, as it nearly is in a crawl
-(trawl.crawl.gc_tuning). Prints, per connection: the RSS and the traced Python memory
+Opens ``--connections`` connections to a local aiohttp server (its own process, so only
+the client's memory is counted), keeps them idle in the pool, then closes them, with the
+cycle collector off throughout, as it nearly is in a crawl (trawl.crawl.gc_tuning):
+first all at once, their handshakes at the same time (what is freed of each handshake
+leaves holes that the RSS keeps), then in a fresh process one after another, as a
+crawl's pool fills. Prints, per connection: the RSS, the bytes malloc holds (glibc's
+``mallinfo2``: Python's and OpenSSL's, without the holes) and the traced Python memory
 (tracemalloc) while open, and what stays traced after closing. The TLS certificate is
 bench.world's wildcard one.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import gc
 import ipaddress
 import multiprocessing
@@ -22,7 +26,7 @@ import resource
 import ssl
 import tempfile
 import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import uvloop
@@ -30,12 +34,57 @@ from aiohttp import web
 
 from bench.world import make_certificates
 from bench.world_map import ZONES
-from trawl.fetch.client import HttpClient, tls_context
+from trawl.fetch.client import HttpClient
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import GuardedResolver
 
-HOST = f"h1.{ZONES[0]}.test"
-"""The one name every connection is opened to (the certificate's wildcard covers it)."""
+
+def _host(n: int) -> str:
+    """The name the ``n``th connection is opened to: one each, so that each request opens
+    a connection of its own (the certificate's wildcard covers them all)."""
+    return f"h{n}.{ZONES[0]}.test"
+
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _malloced() -> int:
+    """Bytes glibc's malloc has handed out and not had back (0 without glibc 2.33+)."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except AttributeError:
+        return 0
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return int(info.uordblks + info.hblkhd)
+
+
+def _trusting(ca: Path) -> ssl.SSLContext:
+    """The client's context as ``--ca-file`` makes it: the system's trust store and ``ca``."""
+    context = ssl.create_default_context()
+    context.load_verify_locations(cafile=ca)
+    return context
 
 
 def _rss() -> int:
@@ -68,9 +117,10 @@ def _serve(cert: Path, key: Path, ports: multiprocessing.queues.Queue[int]) -> N
     asyncio.run(run())
 
 
-async def _measure(scheme: str, port: int, ca: Path, connections: int) -> str:
+async def _measure(scheme: str, port: int, ca: Path, connections: int, at_once: bool) -> str:
     resolver = GuardedResolver(
-        AddressPolicy([ipaddress.ip_network("127.0.0.0/8")]), overrides={HOST: "127.0.0.1"}
+        AddressPolicy([ipaddress.ip_network("127.0.0.0/8")]),
+        overrides={_host(n): "127.0.0.1" for n in range(connections + 1)},
     )
     client = HttpClient(
         resolver,
@@ -78,39 +128,56 @@ async def _measure(scheme: str, port: int, ca: Path, connections: int) -> str:
         connect_timeout=30.0,
         max_idle=connections * 2,
         idle_timeout=600.0,
-        ssl_context=tls_context(ca),
+        ssl_context=_trusting(ca),
     )
 
-    async def get() -> None:
-        with await client.get(f"{scheme}://{HOST}:{port}/") as answer:
+    async def get(n: int) -> None:
+        with await client.get(f"{scheme}://{_host(n)}:{port}/") as answer:
             async for _ in answer.chunks():
                 pass
 
-    await get()  # imports, contexts and first-use caches are not counted
+    await get(0)  # imports, contexts and first-use caches are not counted
     gc.collect()
     gc.disable()
     tracemalloc.start()
     try:
-        rss, traced = _rss(), tracemalloc.get_traced_memory()[0]
-        await asyncio.gather(*(get() for _ in range(connections)))
-        open_rss, open_traced = _rss() - rss, tracemalloc.get_traced_memory()[0] - traced
-        opened = client.idle
+        rss, malloced, traced = _rss(), _malloced(), tracemalloc.get_traced_memory()[0]
+        if at_once:
+            await asyncio.gather(*(get(n) for n in range(1, connections + 1)))
+        else:
+            for n in range(1, connections + 1):
+                await get(n)
+        open_rss, open_malloced = _rss() - rss, _malloced() - malloced
+        open_traced = tracemalloc.get_traced_memory()[0] - traced
+        opened = client.idle - 1  # the first is not counted
         await client.close()
         await asyncio.sleep(0.5)  # TLS transports report their closing on a later turn
         kept = tracemalloc.get_traced_memory()[0] - traced
     finally:
         tracemalloc.stop()
         gc.enable()
+    order = "at once" if at_once else "one by one"
     return (
-        f"{scheme:5} {opened} open: {open_rss / opened / 1024:6.1f} KB RSS, "
-        f"{open_traced / opened / 1024:6.1f} KB traced a connection; after closing, "
-        f"{kept / opened / 1024:6.1f} KB a connection still traced"
+        f"{scheme:5} {opened} open {order:10}: {open_rss / opened / 1024:5.1f} KB RSS, "
+        f"{open_malloced / opened / 1024:5.1f} KB malloc'd, "
+        f"{open_traced / opened / 1024:5.1f} KB traced a connection; after closing, "
+        f"{kept / opened / 1024:4.1f} KB a connection still traced"
     )
+
+
+def _measure_in_process(
+    scheme: str, port: int, ca: Path, args: argparse.Namespace, at_once: bool
+) -> None:
+    """Measure in a process of its own, so that what one measurement leaves in the heap
+    does not serve the next."""
+    with asyncio.Runner(loop_factory=LOOPS[args.loop]) as runner:
+        print(runner.run(_measure(scheme, port, ca, args.connections, at_once)), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=400)
+    parser.add_argument("--loop", choices=sorted(LOOPS), default="uvloop")
     args = parser.parse_args(argv)
     if args.connections < 1:
         parser.error("--connections must be at least 1")
@@ -123,8 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.start()
         try:
             http, https = ports.get(timeout=30), ports.get(timeout=30)
-            for scheme, port in (("http", http), ("https", https)):
-                print(uvloop.run(_measure(scheme, port, ca, args.connections)))
+            for at_once in (True, False):
+                for scheme, port in (("http", http), ("https", https)):
+                    measuring = multiprocessing.Process(
+                        target=_measure_in_process, args=(scheme, port, ca, args, at_once)
+                    )
+                    measuring.start()
+                    measuring.join()
         finally:
             server.terminate()
             server.join()

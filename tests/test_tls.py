@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from trawl.fetch.client import HttpClient, tls_context
+from trawl.fetch.client import HttpClient
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import GuardedResolver
+from trawl.fetch.tls import tls_context
 
 GOOD, OTHER = "tls.trawl.test", "other.trawl.test"
 
@@ -121,7 +122,8 @@ def test_an_unusable_ca_file_is_one_line_and_exit_2(tmp_path: Path, content: str
 
 async def test_a_closed_tls_connection_is_freed_at_once(https_server: tuple[int, Path]) -> None:
     """A crawl runs the cycle collector rarely, so what a closed connection holds must go
-    by reference counting: a TLS transport keeps a 256 KB read buffer."""
+    by reference counting: asyncio's TLS transports kept a 256 KB read buffer each, and
+    trawl's holds the connection's OpenSSL state (tests/test_tls_transport.py)."""
     port, ca = https_server
     policy = AddressPolicy([ipaddress.ip_network("127.0.0.0/8")])
     resolver = GuardedResolver(policy, overrides={GOOD: "127.0.0.1"})

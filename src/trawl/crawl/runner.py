@@ -49,11 +49,11 @@ from trawl.crawl.run_record import RUN_STARTED_KEY
 from trawl.crawl.seeds import seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
-from trawl.fetch.client import tls_context
 from trawl.fetch.fdlimit import raise_fd_limit
 from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
+from trawl.fetch.tls import tls_context
 from trawl.ops.progress import log_stats, show_progress, store_figures
 from trawl.ops.summary import Summary
 from trawl.policy import (

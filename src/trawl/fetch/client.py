@@ -6,12 +6,14 @@ on an asyncio protocol with httptools' llhttp parser, at about 0.6 of aiohttp's 
 request (``python -m bench.client``), on the crawl's one event loop: every microsecond counts.
 
 Every connection goes to an address the guarded resolver has checked, and TLS is
-verified against the host name. Idle connections are pooled per origin
-(trawl.fetch.pool): at most ``max_idle``, each closed after ``idle_timeout`` (4.5 s, under
-Apache's 5 s) and a host's at once on :meth:`HttpClient.drop_idle`, called when the host
-goes to rest for longer. Open ones, idle or not, stay within ``max_open``, what the
-file-descriptor limit leaves them (trawl.fetch.fdlimit): the one idle longest makes
-room; with none idle, or on EMFILE or ENFILE, :class:`OutOfFiles`, nothing asked.
+verified against the host name (trawl.fetch.tls: OpenSSL on the socket itself, without
+the 256 KB buffer an asyncio TLS transport keeps in each connection). Idle connections
+are pooled per origin (trawl.fetch.pool): at most ``max_idle``, each closed after
+``idle_timeout`` (4.5 s, under Apache's 5 s) and a host's at once on
+:meth:`HttpClient.drop_idle`, called when the host goes to rest for longer. Open ones,
+idle or not, stay within ``max_open``, what the file-descriptor limit leaves them
+(trawl.fetch.fdlimit): the one idle longest makes room; with none idle, or on EMFILE or
+ENFILE, :class:`OutOfFiles`, nothing asked.
 
 A request on a reused connection that the server ended before any byte of the answer (a
 FIN, a reset as the request is written or its answer awaited, a write the transport
@@ -24,21 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import functools
 import re
 import ssl
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from pathlib import Path
 from typing import Self, cast
 from urllib.parse import urlsplit
 
 import httptools
 
-from trawl.errors import UsageError
 from trawl.fetch.pool import DEFAULT_PORTS, IDLE_TIMEOUT, Origin, Pool
 from trawl.fetch.resolver import GuardedResolver
+from trawl.fetch.tls import READ_BUFFER, TlsTransport, default_context
+from trawl.fetch.tls import connect as tls_connect
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers an answer may have (aiohttp allowed 8 KiB a line)."""
@@ -107,7 +107,7 @@ class _Connection(asyncio.Protocol):
         self._status = 0
         self._version = "1.1"
         self._keep_alive = False
-        self._body: deque[bytes] = deque()
+        self._body: list[bytes] = []
         self._buffered = 0
         self._paused = False
         self._complete = False
@@ -125,7 +125,7 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if peer else None
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes | memoryview) -> None:
         parser = self._parser
         if parser is None or self._complete or self._error is not None:
             # Bytes nobody asked for (an idle connection): it cannot be trusted again.
@@ -151,7 +151,7 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self._pool.forget(self)
         self._pool.uncount(self)
-        # Cycles back to self: left to the rare collections, they kept 256 KB TLS buffers.
+        # Cycles back to self: left to the rare collections, they kept what the transport holds.
         parser, self._parser, self.transport = self._parser, None, None
         if parser is None or self._complete or self._error is not None:
             return
@@ -250,7 +250,7 @@ class _Connection(asyncio.Protocol):
         """The body as it arrives; ProtocolFailed when it is cut short."""
         while True:
             if self._body:
-                data = self._body.popleft() if len(self._body) == 1 else b"".join(self._body)
+                data = self._body[0] if len(self._body) == 1 else b"".join(self._body)
                 self.discard_body()
                 yield data
             elif self._complete:
@@ -271,6 +271,14 @@ class _Connection(asyncio.Protocol):
             and self._error is None
             and not self.closed
         )
+
+    def rest(self) -> None:
+        """The connection goes idle in the pool: it drops the answer's parser and head
+        (the next request makes its own) and TLS frees what it need not keep."""
+        self._parser = None
+        self._reason, self._headers = b"", []
+        if isinstance(self.transport, TlsTransport):
+            self.transport.rest()
 
     def discard_body(self) -> None:
         """Drop what is buffered of the answer, and read on if reading was paused."""
@@ -415,6 +423,8 @@ class HttpClient:
         self._pool: Pool[_Connection] = Pool(max_idle, idle_timeout)
         self._ssl = ssl_context
         self._max_open = max_open
+        self._tls_buffer: memoryview | None = None
+        """Where TLS connections decrypt what they read, shared."""
         self.opened = 0
         self.closed = False
 
@@ -492,6 +502,7 @@ class HttpClient:
         answer has arrived and it may carry another request, closed otherwise."""
         if connection.reusable and not self.closed:
             connection.discard_body()
+            connection.rest()
             self._pool.put(connection)
         else:
             connection.close()
@@ -501,7 +512,7 @@ class HttpClient:
         addresses = await self._resolver.addresses(host)
         context = None
         if scheme == "https":
-            context = self._ssl or _default_context()
+            context = self._ssl or default_context()
         loop = asyncio.get_running_loop()
         failure: BaseException | None = None
         refused = 0
@@ -512,13 +523,12 @@ class HttpClient:
             connection = None
             try:
                 async with asyncio.timeout(self._connect_timeout):
-                    _, connection = await loop.create_connection(
-                        lambda: _Connection(origin, self._pool),
-                        address,
-                        port,
-                        ssl=context,
-                        server_hostname=host.strip("[]") if context is not None else None,
-                    )
+                    if context is None:
+                        _, connection = await loop.create_connection(
+                            lambda: _Connection(origin, self._pool), address, port
+                        )
+                    else:
+                        connection = await self._connect_tls(origin, address, context)
             except ssl.SSLError as exc:
                 raise TlsFailed(f"TLS with {host}: {exc}") from exc
             except (OSError, TimeoutError) as exc:
@@ -541,6 +551,16 @@ class HttpClient:
             raise ConnectRefused(f"{host}:{port} refused the connection")
         raise ConnectFailed(f"cannot connect to {host}:{port}: {failure}")
 
+    async def _connect_tls(
+        self, origin: Origin, address: str, context: ssl.SSLContext
+    ) -> _Connection:
+        """A TLS connection to ``address``, verified for ``origin``'s host."""
+        _, host, port = origin
+        buffer = self._tls_buffer = self._tls_buffer or memoryview(bytearray(READ_BUFFER))
+        connection = _Connection(origin, self._pool)
+        await tls_connect(connection, address, port, context, host.strip("[]"), buffer)
+        return connection
+
     def _make_room(self, host: str) -> None:
         """Room under ``max_open`` for one more socket: OutOfFiles if none is idle."""
         if self._max_open is None or self._pool.sockets < self._max_open:
@@ -555,27 +575,6 @@ class HttpClient:
         """Close every idle connection; the client takes no more requests."""
         self.closed = True
         self._pool.close()
-
-
-@functools.cache
-def _default_context() -> ssl.SSLContext:
-    """The system's trust store and defaults (SSL_CERT_FILE honoured), made once."""
-    return ssl.create_default_context()
-
-
-def tls_context(ca_file: Path | None = None) -> ssl.SSLContext:
-    """The context https answers are verified with: the system's trust store and
-    defaults, and the CA certificates in the PEM file ``ca_file`` besides. A file that
-    cannot be read or holds no certificate is a :class:`UsageError`."""
-    if ca_file is None:
-        return _default_context()
-    context = ssl.create_default_context()
-    try:
-        context.load_verify_locations(cafile=ca_file)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise UsageError(f"--ca-file {ca_file}: {reason}") from None
-    return context
 
 
 def _split(url: str) -> tuple[Origin, str, str]:
