@@ -899,36 +899,46 @@ async def test_large_body_arrives_byte_exact(client: HttpClient, framing: str) -
     assert digest(body) == digest(BIG)
 
 
+SLOW_BODY = random.Random(11).randbytes(16 * 1024 * 1024)
+
+
+async def in_pieces(connection: Connection) -> None:
+    """Answer with `SLOW_BODY` in 64 KiB writes, then wait for the client to hang up."""
+    await connection.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(SLOW_BODY))
+    view = memoryview(SLOW_BODY)
+    for offset in range(0, len(SLOW_BODY), 65536):
+        await connection.send(bytes(view[offset : offset + 65536]))
+    await connection.wait_hangup()
+
+
+async def read_slowly(client: HttpClient, url: str) -> tuple[int, str, int]:
+    """GET ``url`` and read its body, sleeping after the first and the fifth chunk: the
+    body's length and SHA-256, and the most memory traced meanwhile."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        async with asyncio.timeout(30):
+            slow = await client.get(url)
+            hashed, length, reads = hashlib.sha256(), 0, 0
+            with slow:
+                async for chunk in slow.chunks():
+                    hashed.update(chunk)
+                    length += len(chunk)
+                    reads += 1
+                    if reads in (1, 5):
+                        await asyncio.sleep(0.3)  # the server pushes on meanwhile
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    return length, hashed.hexdigest(), peak
+
+
 async def test_slow_reader_gets_exact_bytes_without_buffering_the_body(
     client: HttpClient,
 ) -> None:
-    body = random.Random(11).randbytes(16 * 1024 * 1024)
-
-    async def in_pieces(connection: Connection) -> None:
-        await connection.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
-        view = memoryview(body)
-        for offset in range(0, len(body), 65536):
-            await connection.send(bytes(view[offset : offset + 65536]))
-        await connection.wait_hangup()
-
     async with RawServer(answer({"/slow": in_pieces})) as server:
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            async with asyncio.timeout(10):
-                slow = await client.get(server.url("/slow"))
-                hashed, length, reads = hashlib.sha256(), 0, 0
-                with slow:
-                    async for chunk in slow.chunks():
-                        hashed.update(chunk)
-                        length += len(chunk)
-                        reads += 1
-                        if reads in (1, 5):
-                            await asyncio.sleep(0.3)  # the server pushes on meanwhile
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            tracemalloc.stop()
-    assert (length, hashed.hexdigest()) == digest(body)
+        length, hashed, peak = await read_slowly(client, server.url("/slow"))
+    assert (length, hashed) == digest(SLOW_BODY)
     # A client without flow control takes all 16 MiB in while the reader sleeps.
     assert peak < 4 * 1024 * 1024, f"peak {peak} bytes while the reader slept"
 

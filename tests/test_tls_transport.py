@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gc
-import hashlib
-import random
 import ssl
 import subprocess
 import sys
@@ -28,6 +26,7 @@ from test_connection_churn import LOOPS, TlsServer
 from test_http_client import (
     BIG,
     LOOPBACK,
+    SLOW_BODY,
     Action,
     Connection,
     RawServer,
@@ -36,6 +35,8 @@ from test_http_client import (
     chunked,
     digest,
     fetch_body,
+    in_pieces,
+    read_slowly,
     response,
     then_close,
 )
@@ -194,42 +195,17 @@ def test_a_large_body_over_tls_arrives_byte_exact(
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_a_slow_reader_over_tls_holds_back_the_body(loop: str, certificates: Path) -> None:
-    body = random.Random(11).randbytes(16 * 1024 * 1024)
-
-    async def in_pieces(connection: Connection) -> None:
-        await connection.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
-        view = memoryview(body)
-        for offset in range(0, len(body), 65536):
-            await connection.send(bytes(view[offset : offset + 65536]))
-        await connection.wait_hangup()
-
-    async def read_slowly() -> tuple[int, str, int]:
+    async def read() -> tuple[int, str, int]:
         client = client_for(certificates)
         try:
             routes = answer({"/slow": in_pieces})
             async with TlsServer(routes, server_context(certificates)) as server:
-                tracemalloc.start()
-                try:
-                    before = tracemalloc.get_traced_memory()[0]
-                    async with asyncio.timeout(30):
-                        slow = await client.get(server.url("/slow", GOOD, "https"))
-                        hashed, length, reads = hashlib.sha256(), 0, 0
-                        with slow:
-                            async for chunk in slow.chunks():
-                                hashed.update(chunk)
-                                length += len(chunk)
-                                reads += 1
-                                if reads in (1, 5):
-                                    await asyncio.sleep(0.3)  # the server pushes on meanwhile
-                    peak = tracemalloc.get_traced_memory()[1] - before
-                finally:
-                    tracemalloc.stop()
+                return await read_slowly(client, server.url("/slow", GOOD, "https"))
         finally:
             await client.close()
-        return length, hashed.hexdigest(), peak
 
-    length, hashed, peak = run(loop, read_slowly)
-    assert (length, hashed) == digest(body)
+    length, hashed, peak = run(loop, read)
+    assert (length, hashed) == digest(SLOW_BODY)
     # A transport that read on while the reader slept would take the 16 MiB in.
     assert peak < 4 * 1024 * 1024, f"peak {peak} bytes while the reader slept"
 
