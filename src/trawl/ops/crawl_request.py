@@ -82,6 +82,9 @@ def _checked(option: Option) -> Any:
                 "events must be a file name (letters, digits, . _ -): the file is kept in "
                 "the crawl's data dir"
             )
+        texts = fitting if isinstance(fitting, tuple) else (fitting,)
+        if any(isinstance(text, str) and "\x00" in text for text in texts):
+            raise ValueError(f"{option.name} must not hold a NUL character")
         if isinstance(fitting, str) and len(fitting) > MAX_TEXT:
             raise ValueError(f"{option.name} is longer than {MAX_TEXT} characters")
         if isinstance(fitting, tuple) and len(fitting) > MAX_ITEMS:
@@ -161,6 +164,8 @@ class _Request(BaseModel):
     @pydantic_model_validator(mode="after")
     def _a_whole_config(self) -> _Request:
         """Check the request as ``trawl crawl`` checks its options."""
+        if any("\x00" in seed for seed in self.seeds):
+            raise ValueError("a seed must not hold a NUL character")
         values = {option.name: option.default for option in OPTIONS} | self.options()
         try:
             config = build_config(tuple(self.seeds), values)
