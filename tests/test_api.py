@@ -76,6 +76,26 @@ async def wait_for(
         await asyncio.sleep(0.05)
 
 
+def settled(state: dict[str, Any]) -> bool:
+    """Whether a crawl has stopped: done, failed, paused or cancelled."""
+    return str(state["state"]) not in ("running", "starting")
+
+
+def begun(state: dict[str, Any]) -> bool:
+    """Whether a crawl's process has started."""
+    return str(state["state"]) != "starting"
+
+
+async def crawl_until(
+    client: httpx.AsyncClient, body: dict[str, Any], done: Any
+) -> tuple[str, dict[str, Any]]:
+    """Start a crawl of ``body`` and wait until its state satisfies ``done``."""
+    started = await client.post("/crawls", json=body, headers=AUTH)
+    assert started.status_code == 201, started.text
+    crawl_id: str = started.json()["crawlId"]
+    return crawl_id, await wait_for(client, crawl_id, done)
+
+
 async def test_a_crawl_started_over_the_api_runs_to_the_ground_truth(
     api: tuple[httpx.AsyncClient, SiteServer],
 ) -> None:
@@ -121,8 +141,7 @@ async def test_a_paused_crawl_resumes_with_its_own_scope(
     client, server = api
     seed = server.site.seeds[0]
     body = {"seeds": [seed], "scope": "host", "maxPages": 1000}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 2)
+    crawl_id, _ = await crawl_until(client, body, lambda s: s["counts"]["fetched"] >= 2)
     await client.post(f"/crawls/{crawl_id}/pause", headers=AUTH)
     await client.post(f"/crawls/{crawl_id}/resume", headers=AUTH)
     final = await wait_for(client, crawl_id, lambda s: s["state"] != "running")
@@ -135,8 +154,7 @@ async def test_a_paused_crawl_resumes_with_its_own_scope(
 async def test_pause_resume_and_cancel(api: tuple[httpx.AsyncClient, SiteServer]) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds), "maxPages": 1000}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
+    crawl_id, _ = await crawl_until(client, body, lambda s: s["counts"]["fetched"] >= 3)
     paused = (await client.post(f"/crawls/{crawl_id}/pause", headers=AUTH)).json()
     assert paused["state"] == "paused"
     assert 0 < paused["counts"]["fetched"] < len(server.site.expected_fetches)
@@ -378,8 +396,7 @@ async def test_operator_rules_reach_a_running_crawl_within_a_second(
 ) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds)}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
+    crawl_id, _ = await crawl_until(client, body, lambda s: s["counts"]["fetched"] >= 3)
     rules = [
         ("put", "/hosts/h2.trawl.test", {"blocked": True}),
         ("put", "/hosts/www.trawl.test", {"delay": 0.2}),
@@ -424,8 +441,7 @@ async def test_bad_rules_are_refused(
 ) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds), "maxPages": 1}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["state"] != "starting")
+    crawl_id, _ = await crawl_until(client, body, begun)
     method = "put" if path.startswith("/hosts") else "post"
     url = f"/crawls/{crawl_id}{path}"
     assert (await client.request(method, url, json=rule, headers=AUTH)).status_code == 422
@@ -469,7 +485,7 @@ async def test_a_request_sets_the_whole_policy_and_a_resume_keeps_it(
     await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
     assert (await client.post(f"/crawls/{crawl_id}/pause", headers=AUTH)).status_code == 200
     assert (await client.post(f"/crawls/{crawl_id}/resume", headers=AUTH)).status_code == 200
-    final = await wait_for(client, crawl_id, lambda s: s["state"] not in ("running", "starting"))
+    final = await wait_for(client, crawl_id, settled)
     assert final["counts"]["fetched"] == 8  # the budget held across the resume
     data_dir = tmp_path / "crawls" / crawl_id
     async with StoreLocation(data_dir).open(readonly=True) as store:
@@ -498,8 +514,7 @@ async def test_an_unreadable_crawl_is_listed_as_such_and_its_endpoints_answer_40
 ) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds), "max_pages": 3}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["state"] not in ("running", "starting"))
+    crawl_id, _ = await crawl_until(client, body, settled)
     broken = tmp_path / "crawls" / "cbroken"
     broken.mkdir()
     (broken / "crawl.db").write_bytes(b"garbage\n" * 512)
@@ -528,8 +543,7 @@ async def test_url_ids_and_cursors_are_strings_and_every_cursor_is_answered(
 ) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds), "max_pages": 6}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["state"] not in ("running", "starting"))
+    crawl_id, _ = await crawl_until(client, body, settled)
     urls = f"/crawls/{crawl_id}/urls"
     page = (await client.get(urls, params={"limit": 2})).json()
     assert all(isinstance(row["id"], str) for row in page["urls"])
@@ -565,8 +579,7 @@ async def test_host_names_are_taken_as_the_crawl_names_hosts(
 ) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds), "max_pages": 1}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["state"] != "starting")
+    crawl_id, _ = await crawl_until(client, body, begun)
     answer = await client.put(f"/crawls/{crawl_id}/hosts/{host}", json={"delay": 1}, headers=AUTH)
     assert answer.status_code == 200, answer.text
     assert answer.json()["hosts"] == {key: {"delay": 1.0, "blocked": False}}
@@ -597,8 +610,7 @@ async def test_bad_host_rules_are_refused_and_nothing_is_stored(
 ) -> None:
     client, server = api
     start = {"seeds": list(server.site.seeds), "max_pages": 1}
-    crawl_id = (await client.post("/crawls", json=start, headers=AUTH)).json()["crawlId"]
-    await wait_for(client, crawl_id, lambda s: s["state"] != "starting")
+    crawl_id, _ = await crawl_until(client, start, begun)
     headers = AUTH | {"Content-Type": "application/json"}
     answer = await client.put(f"/crawls/{crawl_id}/hosts/{host}", content=body, headers=headers)
     assert answer.status_code == 422, answer.text
@@ -638,8 +650,7 @@ async def test_charts_hosts_and_filtered_urls_of_a_crawl(
 ) -> None:
     client, server = api
     body = {"seeds": list(server.site.seeds)}
-    crawl_id = (await client.post("/crawls", json=body, headers=AUTH)).json()["crawlId"]
-    running = await wait_for(client, crawl_id, lambda s: s["counts"]["fetched"] >= 3)
+    crawl_id, running = await crawl_until(client, body, lambda s: s["counts"]["fetched"] >= 3)
     assert running["state"] == "running"
     table = (await client.get(f"/crawls/{crawl_id}/host-table")).json()
     assert table["total"] >= 1
