@@ -312,14 +312,11 @@ class CrawlConfig:
             raise UsageError("--parse-workers must not be negative")
         if self.text_format not in TEXT_FORMATS:
             raise UsageError(f"--text-format must be one of {', '.join(TEXT_FORMATS)}")
-        if self.output is not None:
-            if not (self.warc or self.text):
-                raise UsageError("--output uploads the --warc and --text files: give one of them")
-            if self.warc and self.warc_max_size > MAX_OBJECT_SIZE:
-                raise UsageError(
-                    f"--warc-max-size must be at most {MAX_OBJECT_SIZE} with --output "
-                    "(S3's limit for one PUT)"
-                )
+        if self.output is not None and self.warc and self.warc_max_size > MAX_OBJECT_SIZE:
+            raise UsageError(
+                f"--warc-max-size must be at most {MAX_OBJECT_SIZE} with --output "
+                "(S3's limit for one PUT)"
+            )
 
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

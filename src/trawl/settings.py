@@ -162,8 +162,6 @@ def _store_location(values: dict[str, Any]) -> StoreLocation | None:
 def _output(values: dict[str, Any]) -> ObjectTarget | None:
     """The ``--output`` bucket, or None without one; the S3 client must be installed."""
     if not values["output"]:
-        if values["s3_endpoint"]:
-            raise UsageError("--s3-endpoint needs --output s3://BUCKET/PREFIX")
         return None
     target = parse_output(
         values["output"],
