@@ -104,13 +104,16 @@ class Bucket:
         if target.endpoint is not None:
             settings["endpoint"] = target.endpoint
             options["allow_http"] = target.endpoint.startswith("http://")
-        self._store: S3Store = S3Store(
-            target.bucket,
-            config=cast("S3Config", settings),
-            client_options=options,
-            # One quick retry in the client; the uploader backs off between attempts.
-            retry_config={"max_retries": 1, "retry_timeout": timedelta(seconds=30)},
-        )
+        try:
+            self._store: S3Store = S3Store(
+                target.bucket,
+                config=cast("S3Config", settings),
+                client_options=options,
+                # One quick retry in the client; the uploader backs off between attempts.
+                retry_config={"max_retries": 1, "retry_timeout": timedelta(seconds=30)},
+            )
+        except Exception as exc:
+            raise UsageError(f"--output {target.url}: {reason(exc)}") from exc
 
     def put_new(self, key: str, path: Path) -> Put:
         """Put the file at ``path`` under ``key`` unless the key exists; raises
