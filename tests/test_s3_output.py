@@ -109,6 +109,23 @@ def check_bucket(
         assert (size, sha) == (len(held[key]["body"]), held[key]["sha256"])
 
 
+def check_events(moto: MotoServer, bucket: str, events: Path) -> None:
+    """Each event's storageKey range-GETs to the response record of its page."""
+    client = moto.client()
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert lines
+    for event in lines:
+        where = event["storageKey"]
+        assert where["bucket"] == bucket
+        assert where["key"].endswith("/" + where["file"])
+        end = where["offset"] + where["length"] - 1
+        span = f"bytes={where['offset']}-{end}"
+        got = client.get_object(Bucket=bucket, Key=where["key"], Range=span)
+        record = next(iter(ArchiveIterator(io.BytesIO(got["Body"].read()))))
+        assert record.rec_type == "response"
+        assert record.rec_headers.get_header("WARC-Target-URI") == event["url"]
+
+
 def test_a_crawl_uploads_every_file_and_events_name_their_records(
     server: SiteServer, moto_s3: MotoServer, tmp_path: Path
 ) -> None:
@@ -128,20 +145,7 @@ def test_a_crawl_uploads_every_file_and_events_name_their_records(
     assert len(held) == uploads["files"]
     check_bucket(server, data_dir, held, "w:1")
 
-    client = moto_s3.client()
-    lines = [json.loads(line) for line in events.read_text().splitlines()]
-    assert lines
-    for event in lines:
-        where = event["storageKey"]
-        assert where["bucket"] == bucket
-        assert where["key"].endswith("/" + where["file"])
-        end = where["offset"] + where["length"] - 1
-        got = client.get_object(
-            Bucket=bucket, Key=where["key"], Range=f"bytes={where['offset']}-{end}"
-        )
-        record = next(iter(ArchiveIterator(io.BytesIO(got["Body"].read()))))
-        assert record.rec_type == "response"
-        assert record.rec_headers.get_header("WARC-Target-URI") == event["url"]
+    check_events(moto_s3, bucket, events)
 
 
 def test_keep_local_keeps_the_files_and_a_rerun_puts_nothing_again(
@@ -195,7 +199,10 @@ def test_kill_9_mid_upload_loses_nothing_and_overwrites_nothing(
 ) -> None:
     bucket = moto_s3.new_bucket()
     data_dir = tmp_path / "crawl"
-    command = s3_command(server, moto_s3, bucket, data_dir, "--worker-id", "killed")
+    events = tmp_path / "events.jsonl"
+    command = s3_command(
+        server, moto_s3, bucket, data_dir, "--worker-id", "killed", "--events", str(events)
+    )
     rng = random.Random()
     at = 0
     for _ in range(3):
@@ -206,3 +213,6 @@ def test_kill_9_mid_upload_loses_nothing_and_overwrites_nothing(
     run_to_end(command)
     assert local_outputs(data_dir) == []
     check_bucket(server, data_dir, objects(moto_s3, bucket), "killed")
+    # Events written before a kill name files that were still open then: published by
+    # the next start, and uploaded under the keys the events named.
+    check_events(moto_s3, bucket, events)
