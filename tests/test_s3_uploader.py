@@ -17,6 +17,7 @@ from prometheus_client import generate_latest
 from s3_server import MotoServer, moto_s3, objects
 from trawl.errors import UsageError
 from trawl.ops.metrics import CrawlMetrics
+from trawl.outputs.profile import shared_profile
 from trawl.outputs.target import KeyLayout, ObjectTarget, parse_output, worker_tag
 from trawl.outputs.uploader import Uploader
 from trawl.store.sqlite.store import SQLiteStore
@@ -176,3 +177,27 @@ def test_a_missing_client_names_the_extra(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "trawl: error: --output s3:// needs the S3 client: pip install 'trawl[s3]'"
     ]
+
+
+def test_the_shared_files_profile_fills_in_what_the_environment_leaves_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[crawler]\naws_access_key_id = AKIA1\naws_secret_access_key = s1\n")
+    config = tmp_path / "config"
+    config.write_text("[default]\nregion = us-east-1\n[profile crawler]\nregion = eu-west-3\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "crawler")
+    assert shared_profile() == {
+        "access_key_id": "AKIA1", "secret_access_key": "s1", "region": "eu-west-3"
+    }  # fmt: skip
+    # The environment's keys and region win: nothing is taken from the files then.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA2")
+    monkeypatch.setenv("AWS_REGION", "ap-south-1")
+    assert shared_profile() == {}
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.setenv("AWS_PROFILE", "missing")
+    assert shared_profile() == {}
