@@ -212,6 +212,14 @@ class Uploader(AsyncResource):
             )  # fmt: skip
 
     async def _run(self) -> None:
+        try:
+            await self._passes()
+        except Exception as exc:
+            # Said now, not only when the crawl ends and close() raises it.
+            log.error("uploads to %s stopped: %s", self.target.url, exc)
+            raise
+
+    async def _passes(self) -> None:
         while True:
             self._wake.clear()
             finished = await self._upload_pending()
