@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -45,6 +46,7 @@ from trawl.store.values import (
     RobotsRecord,
     Soft404Record,
     State,
+    UploadRecord,
     UrlFilter,
 )
 
@@ -379,6 +381,19 @@ async def test_meta_get_and_set(store: Engine) -> None:
     await store.set_meta("seeds", "http://b.test/")
     assert await store.get_meta("seeds") == "http://b.test/"
     assert await store.get_meta("schema_version") == str(SCHEMA_VERSION)
+
+
+async def test_uploads_are_recorded_once_per_object(store: Engine) -> None:
+    first = UploadRecord("b1", "p/c/warc/f.warc.gz", "f.warc.gz", 10, "ab" * 32, "w1", 1.0)
+    assert await store.uploaded("b1", [first.key]) == set()
+    await store.record_upload(first)
+    # A second record of one object (a re-upload after a crash) changes nothing.
+    await store.record_upload(dataclasses.replace(first, worker="w2", uploaded_at=2.0))
+    await store.record_upload(dataclasses.replace(first, bucket="b2"))
+    assert await store.uploaded("b1", [first.key, "p/c/text/t.jsonl.gz"]) == {first.key}
+    assert await store.uploaded("b2", [first.key]) == {first.key}
+    assert await store.uploaded("b3", [first.key]) == set()
+    assert await store.uploaded("b1", []) == set()
 
 
 async def test_counters_add_up_across_commits(store: Engine) -> None:

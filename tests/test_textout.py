@@ -30,7 +30,7 @@ from trawl.content.text_files import (
 from trawl.errors import UsageError
 from writer_child import LIMIT, write_then_kill, write_until_full
 
-NAME_RE = re.compile(r"text-\d{8}T\d{6}-\d{5}\.jsonl\.gz")
+NAME_RE = re.compile(r"text-\d{8}T\d{6}-\d{5}-[0-9a-f]{6}\.jsonl\.gz")
 FIELDS = [
     "url", "final_url", "fetched_at", "title", "language", "text", "content_hash", "simhash",
 ]  # fmt: skip
@@ -140,7 +140,8 @@ def test_rotation_keeps_every_record_once_in_whole_files(tmp_path: Path) -> None
     files = writer.files
     assert len(files) >= 5
     assert files == sorted(files)
-    assert all(re.fullmatch(r"corpus-\d{8}T\d{6}-\d{5}\.jsonl\.gz", f.name) for f in files)
+    name = r"corpus-\d{8}T\d{6}-\d{5}-[0-9a-f]{6}\.jsonl\.gz"
+    assert all(re.fullmatch(name, f.name) for f in files)
     assert sorted(tmp_path.iterdir()) == files
     assert read_all(files) == [text_json(r) for r in records]
     # Rotation happens only at a flush, so every file but the last holds whole batches.

@@ -404,8 +404,8 @@ async def test_killed_writer_leaves_a_readable_partial_file(
     out = tmp_path / "warc"
     assert warc_files(out) == []
     partial = out / (keys[0].file + PARTIAL)
-    # Beside it, the index lines written so far, which a later run does not need: the
-    # file is never closed, so never indexed.
+    # Beside it, the index lines written so far, which a later run does not trust: they
+    # may lack the last records.
     assert sorted(out.iterdir()) == [lines_path(out / keys[0].file), partial]
     warcio("check", str(partial))
     for exchange, key in zip(exchanges, keys, strict=True):
@@ -428,6 +428,15 @@ async def test_killed_writer_leaves_a_readable_partial_file(
         (exchange.url, SERVED[path_of(exchange.url)][1]) for exchange in exchanges[:-1]
     ]
     assert {key.file for key in keys} == {keys[0].file}
+
+    # The next writer publishes it under its final name, indexed by reading it back.
+    lines_path(out / keys[0].file).write_text("")
+    async with WarcWriter(out):
+        pass
+    final = out / keys[0].file
+    assert sorted(out.iterdir()) == [index_path(final), final]
+    for exchange, key in zip(exchanges, keys, strict=True):
+        assert lookup(out, exchange.url)[0]["offset"] == str(key.offset)
 
 
 def test_bad_settings_are_usage_errors(tmp_path: Path) -> None:

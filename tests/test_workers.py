@@ -95,6 +95,8 @@ class Workers:
         self.crawl = crawl
         self.root = root
         self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.extra: list[str] = []
+        """More options for every process."""
 
     def start(self, max_hosts: int) -> str:
         name = f"w{len(self.procs)}"
@@ -102,7 +104,7 @@ class Workers:
         command += [
             "--store", PG_URL, "--crawl", self.crawl, "--data-dir", str(self.root / name),
             "--worker-id", name, "--max-hosts", str(max_hosts), *LOCAL,
-            *self.server.resolve_args(),
+            *self.server.resolve_args(), *self.extra,
         ]  # fmt: skip
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "trawl", *command],

@@ -23,6 +23,7 @@ from trawl.extract.urls import DEFAULT_RULES, NormalizeRules
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.frontier.priority import DEFAULT_HORIZON
+from trawl.outputs.target import MAX_OBJECT_SIZE, ObjectTarget
 from trawl.store.location import StoreLocation
 
 TextFormat = Literal["text", "markdown"]
@@ -267,6 +268,8 @@ class CrawlConfig:
     """The text output's main text as plain text or as Markdown."""
     events: Path | None = None
     """Append a PageFetched event per new or changed page to this JSONL file."""
+    output: ObjectTarget | None = None
+    """Upload the closed WARC and text files to this bucket (trawl.outputs.uploader)."""
     store: StoreLocation | None = None
     """Where the crawl state lives; None: SQLite in ``data_dir``."""
     fresh: bool = False
@@ -309,6 +312,11 @@ class CrawlConfig:
             raise UsageError("--parse-workers must not be negative")
         if self.text_format not in TEXT_FORMATS:
             raise UsageError(f"--text-format must be one of {', '.join(TEXT_FORMATS)}")
+        if self.output is not None and self.warc and self.warc_max_size > MAX_OBJECT_SIZE:
+            raise UsageError(
+                f"--warc-max-size must be at most {MAX_OBJECT_SIZE} with --output "
+                "(S3's limit for one PUT)"
+            )
 
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -33,6 +33,7 @@ from trawl.extract.scope import ScopeMode
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.ops.logs import FORMATS, LEVELS
+from trawl.outputs.target import DEFAULT_WAIT
 from trawl.store.location import DEFAULT_CRAWL
 
 
@@ -359,6 +360,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("events", Kind.PATH, _OUTPUTS,
            "Append one PageFetched JSON line per new or changed page to FILE.",
            metavar="FILE", kept=_LOCAL),
+    Option("output", Kind.TEXT, _OUTPUTS, "Upload each closed --warc and --text file to this "
+           "S3-API bucket and key prefix.", metavar="s3://BUCKET/PREFIX", kept=_LOCAL,
+           details="Keys are PREFIX/CRAWL/warc/YYYY/MM/DD/FILE (text/ for text), each put once "
+                   "with If-None-Match and its SHA-256; credentials and region from the AWS "
+                   "environment, profile or instance role (docs/OUTPUTS.md)."),
+    Option("s3_endpoint", Kind.TEXT, _OUTPUTS, "The S3-API endpoint of --output: MinIO, "
+           "Cloudflare R2, Ceph RGW...", metavar="URL", shown_default="AWS S3", kept=_LOCAL),
+    Option("keep_local", Kind.FLAG, _OUTPUTS, "Keep uploaded files in the data dir.", kept=_LOCAL),
+    Option("upload_wait", Kind.FLOAT, _OUTPUTS, "Seconds the end of a crawl waits for pending "
+           "--output uploads; the next start uploads what is left.", default=DEFAULT_WAIT,
+           metavar=_S, kept=_LOCAL),
     Option("json", Kind.FLAG, _OUTPUTS, "Print the summary as JSON.", kept=_LOCAL),
     Option("handler", Kind.LIST, _OUTPUTS,
            "Run this function on the pages of LABEL (none: on pages without a label) "

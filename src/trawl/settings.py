@@ -34,6 +34,8 @@ from trawl.extract.urls import NormalizeRules
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.options import BY_NAME, OPTIONS, Kind, WrongType, toml_text
+from trawl.outputs.bucket import check_client
+from trawl.outputs.target import ObjectTarget, parse_output
 from trawl.store.location import DEFAULT_CRAWL, StoreLocation
 
 COMMAND_LINE_ONLY = frozenset(
@@ -120,6 +122,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         text_near_duplicates=not values["text_skip_near_duplicates"],
         text_format=values["text_format"],
         events=_path(values["events"]),
+        output=_output(values),
         store=_store_location(values),
         fresh=bool(values["fresh"]),
         leases=LeasePolicy(
@@ -154,6 +157,20 @@ def _store_location(values: dict[str, Any]) -> StoreLocation | None:
     if dsn is None:
         return None
     return StoreLocation(Path(values["data_dir"]), dsn, values["crawl"] or DEFAULT_CRAWL)
+
+
+def _output(values: dict[str, Any]) -> ObjectTarget | None:
+    """The ``--output`` bucket, or None without one; the S3 client must be installed."""
+    if not values["output"]:
+        return None
+    target = parse_output(
+        values["output"],
+        values["s3_endpoint"],
+        keep_local=bool(values["keep_local"]),
+        wait=values["upload_wait"],
+    )
+    check_client()
+    return target
 
 
 def _path(value: str | None) -> Path | None:

@@ -23,7 +23,10 @@ consumers:
 ``storageKey``
     Where the response is in the WARC output, ``{"file", "offset", "length"}`` (the
     file's name, the offset and length in bytes of the record's gzip member), or null
-    when the crawl writes no WARC.
+    when the crawl writes no WARC. With ``--output s3://...`` it also has ``bucket`` and
+    ``key``, the object the file is uploaded to, so that a consumer can fetch the record
+    with a ranged GET of bytes ``offset`` to ``offset + length - 1`` (once the file is
+    closed and uploaded).
 ``outLinks``
     How many links the page holds (``nofollow`` links not counted).
 ``changed``
@@ -82,12 +85,19 @@ def event_json(event: PageFetched) -> dict[str, object]:
         "httpStatus": event.http_status,
         "contentHash": event.content_hash,
         "simhash": None if event.simhash is None else hex64(event.simhash),
-        "storageKey": None
-        if key is None
-        else {"file": key.file, "offset": key.offset, "length": key.length},
+        "storageKey": None if key is None else _storage_json(key),
         "outLinks": event.out_links,
         "changed": event.changed,
     }
+
+
+def _storage_json(key: StorageKey) -> dict[str, object]:
+    """The ``storageKey`` of an event: the file's record, and its object when uploaded."""
+    value: dict[str, object] = {"file": key.file, "offset": key.offset, "length": key.length}
+    if key.bucket is not None and key.key is not None:
+        value["bucket"] = key.bucket
+        value["key"] = key.key
+    return value
 
 
 def _drop_torn_line(path: Path) -> None:

@@ -22,11 +22,13 @@ they are. The fields, in this order, are a contract for consumers:
 ``near_duplicate_of``
     Only on a near duplicate: the URL of the earlier page it nearly duplicates.
 
-Files are named ``<prefix>-<UTC time to the second>-<serial>.jsonl.gz`` and each holds
-one gzip member. A file is written as ``<name>.jsonl.gz.open`` and renamed once complete:
-at the first flush after its compressed size passed the limit, or when the writer
-closes. A file under its final name is never written again, and a record is never split
-across files.
+Files are named ``<prefix>-<UTC time to the second>-<serial>-<random>.jsonl.gz`` (six
+hex digits of randomness, so that a writer started again within the same second never
+picks a name an uploaded and removed file had) and each holds one gzip member. A file
+is written as ``<name>.jsonl.gz.open`` and renamed once complete: at the first flush
+after its compressed size passed the limit, or when the writer closes. A file under its
+final name is never written again, and a record is never split across files.
+``on_closed`` hears of each file closed (trawl.outputs.uploader).
 
 Crash behaviour: :meth:`TextWriter.flush` ends the compressor's block with
 ``Z_SYNC_FLUSH`` and hands the bytes to the operating system, so after a kill -9 every
@@ -43,8 +45,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -189,9 +192,15 @@ class TextWriter(Resource):
     """
 
     def __init__(
-        self, directory: Path, *, max_size: int = DEFAULT_MAX_SIZE, prefix: str = "text"
+        self,
+        directory: Path,
+        *,
+        max_size: int = DEFAULT_MAX_SIZE,
+        prefix: str = "text",
+        on_closed: Callable[[], None] | None = None,
     ) -> None:
         check_rotation("text", prefix, max_size)
+        self._on_closed = on_closed
         self.directory = directory
         self._prefix = prefix
         self._max_size = max_size
@@ -252,7 +261,7 @@ class TextWriter(Resource):
         """Create the next file under a name that no file has yet."""
         stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S}"
         while True:
-            name = f"{self._prefix}-{stamp}-{self._serial:05d}{SUFFIX}"
+            name = f"{self._prefix}-{stamp}-{self._serial:05d}-{secrets.token_hex(3)}{SUFFIX}"
             self._serial += 1
             if (self.directory / name).exists():
                 continue
@@ -276,6 +285,8 @@ class TextWriter(Resource):
         final = self._partial.with_name(self._partial.name.removesuffix(PARTIAL))
         os.rename(self._partial, final)
         self._files.append(final)
+        if self._on_closed is not None:
+            self._on_closed()
 
     @contextmanager
     def _failing(self) -> Iterator[None]:

@@ -12,7 +12,13 @@ complete (when it reaches the size limit or the writer closes), so a file under 
 name is never written again. Each closed file then gets its CDXJ index beside it
 (trawl.content.cdxj), made by a child process that a thread of its own waits for, so that
 writing goes on meanwhile; a writer that starts indexes the closed files of its directory
-that have none (a run stopped between the two), and closing waits for every index.
+that have none (a run stopped between the two), and closing waits for every index. A
+writer that starts also publishes the ``.open`` files a killed writer left (their
+records are whole, see below): renamed to their final names and indexed by reading them
+back, so the records of pages a crawl committed before a kill -9 reach the index and an
+``--output`` upload. ``on_closed`` hears of each file once its index is written, and
+``locate`` gives the bucket and key a file's records will be at (``--output``), which
+each :class:`StorageKey` then names.
 
 All file work runs on one dedicated thread, so the event loop never blocks on disk or on
 compression. That thread takes the exchanges in batches: every exchange handed to the
@@ -86,8 +92,13 @@ class WarcWriter(AsyncResource):
         prefix: str = "trawl",
         max_size: int = DEFAULT_MAX_SIZE,
         info: Mapping[str, str] | None = None,
+        on_closed: Callable[[], None] | None = None,
+        locate: Callable[[str], tuple[str, str] | None] | None = None,
     ) -> None:
         check_rotation("WARC", prefix, max_size)
+        self._on_closed = on_closed
+        self._locate = locate
+        self._object: tuple[str, str] | None = None
         self.directory = directory
         self._prefix = prefix
         self._max_size = max_size
@@ -123,6 +134,7 @@ class WarcWriter(AsyncResource):
 
     async def __aenter__(self) -> Self:
         await self._run(self._make_directory)
+        await self._run(self._publish_leftovers)
         # Imported on the writer's thread while the crawl starts, before the first write.
         self._executor.submit(load_surt)
         for path in await self._run(lambda: unindexed(self.directory)):
@@ -185,6 +197,16 @@ class WarcWriter(AsyncResource):
             paths, self._unindexed = self._unindexed, []
         if paths:
             index_in_child(paths)
+            if self._on_closed is not None:
+                self._on_closed()
+
+    def _publish_leftovers(self) -> None:
+        """Give the ``.open`` files of a killed writer their final names; their index
+        lines may lack the last records, so they go and the file is read back."""
+        for partial in sorted(self.directory.glob(f"*{SUFFIX}{PARTIAL}")):
+            final = partial.with_name(partial.name.removesuffix(PARTIAL))
+            lines_path(final).unlink(missing_ok=True)
+            os.rename(partial, final)
 
     @staticmethod
     def _indexed(done: Future[None]) -> None:
@@ -251,12 +273,16 @@ class WarcWriter(AsyncResource):
                 self._pending_size += size
                 self._pending_lines.append(line)
                 held.append(len(outcomes))
-                key = StorageKey(self._name, offset, len(records.response))
+                key = StorageKey(self._name, offset, len(records.response), *self._where())
                 outcomes.append((key, size + opened * self._info_size, opened))
             except Exception as exc:
                 outcomes.append(self._failure(exc))
         self._flush(held, outcomes)
         return outcomes
+
+    def _where(self) -> tuple[str, str] | tuple[None, None]:
+        """The bucket and key of the current file's object, if it is uploaded."""
+        return self._object or (None, None)
 
     def _flush(self, held: list[int], outcomes: list[_Written | Exception]) -> None:
         """Write the pending records in one write, then their index lines; if the write
@@ -332,6 +358,7 @@ class WarcWriter(AsyncResource):
                 continue
             break
         self._name = name
+        self._object = None if self._locate is None else self._locate(name)
         self._size = 0
         try:
             # Written as the records are; closed by _seal or _drop_lines.

@@ -55,6 +55,7 @@ from trawl.store.values import CommitBatch, CommitResult, Fence, Release
 
 if TYPE_CHECKING:
     from trawl.ops.metrics import CrawlMetrics, Levels
+    from trawl.outputs.uploader import Uploader
 
 REFILL_PERIOD = 0.5
 COMMIT_LINGER = 0.010
@@ -79,8 +80,11 @@ class Crawler:
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
         on_items: OnItems | None = None,
+        uploader: Uploader | None = None,
     ) -> None:
         self._config = config
+        self.uploader = uploader
+        """The ``--output`` uploads, whose figures the run's summary reports."""
         self._store = store
         self._fetcher = fetcher
         self._clock = clock

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
 import shutil
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvloop
 from rich.console import Console
@@ -56,6 +58,7 @@ from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.fetch.tls import tls_context
 from trawl.ops.progress import log_stats, show_progress, store_figures
 from trawl.ops.summary import Summary
+from trawl.outputs.target import KeyLayout, Kind, worker_tag
 from trawl.policy import (
     HANDLERS_KEY,
     NETWORKS_KEY,
@@ -75,6 +78,9 @@ TEXT_DIR = "text"
 """Where ``--text`` files go, inside the data dir."""
 
 LOCK_NAME = "crawl.lock"
+
+if TYPE_CHECKING:
+    from trawl.outputs.uploader import Uploader
 
 log = logging.getLogger("trawl.crawl.runner")
 
@@ -149,13 +155,19 @@ async def build_engine(
         )
         if resuming:
             await _check_stored(store, config)
+        # Entered before the writers, so that it closes after them and takes their
+        # last files (and before the store closes).
+        uploader = await _uploader(stack, config, store)
         recorder = None
         if config.warc:
             recorder = await stack.enter_async_context(
                 WarcWriter(
                     config.data_dir / WARC_DIR,
+                    prefix=_file_prefix("trawl", config, uploader),
                     max_size=config.warc_max_size,
                     info={"http-header-user-agent": config.user_agent},
+                    on_closed=None if uploader is None else uploader.nudge,
+                    locate=None if uploader is None else _locate_warc(uploader.layout),
                 )
             )
         fetcher = await stack.enter_async_context(
@@ -178,7 +190,13 @@ async def build_engine(
         if config.content:
             text = None
             if config.text:
-                text = stack.enter_context(TextWriter(config.data_dir / TEXT_DIR))
+                text = stack.enter_context(
+                    TextWriter(
+                        config.data_dir / TEXT_DIR,
+                        prefix=_file_prefix("text", config, uploader),
+                        on_closed=None if uploader is None else uploader.nudge,
+                    )
+                )
             events = stack.enter_context(EventWriter(config.events)) if config.events else None
             content = ContentStage(
                 store,
@@ -192,9 +210,43 @@ async def build_engine(
 
             metrics = CrawlMetrics()
             stack.enter_context(MetricsServer(metrics, config.metrics_port))
+            if uploader is not None:
+                metrics.watch_uploads(uploader.figures)
         yield Crawler(
-            config, store, fetcher, extract, content=content, metrics=metrics, on_items=on_items
-        )
+            config, store, fetcher, extract, content=content, metrics=metrics,
+            on_items=on_items, uploader=uploader,
+        )  # fmt: skip
+
+
+async def _uploader(
+    stack: contextlib.AsyncExitStack, config: CrawlConfig, store: Store
+) -> Uploader | None:
+    """The uploader of ``config``'s ``--output`` over the data dir's output directories."""
+    if config.output is None:
+        return None
+    from trawl.outputs.uploader import Uploader
+
+    layout = KeyLayout(config.output, config.location.crawl)
+    directories: dict[Kind, Path] = {
+        "warc": config.data_dir / WARC_DIR,
+        "text": config.data_dir / TEXT_DIR,
+    }
+    return await stack.enter_async_context(
+        Uploader(layout, directories, store, config.leases.worker)
+    )
+
+
+def _file_prefix(name: str, config: CrawlConfig, uploader: Uploader | None) -> str:
+    """The file-name prefix of an output: ``name``, and the worker's tag when the files
+    are uploaded, so that workers sharing a bucket never write one name."""
+    return name if uploader is None else f"{name}-{worker_tag(config.leases.worker)}"
+
+
+def _locate_warc(layout: KeyLayout) -> Callable[[str], tuple[str, str] | None]:
+    def locate(name: str) -> tuple[str, str] | None:
+        return layout.locate("warc", name)
+
+    return locate
 
 
 async def _check_stored(store: Store, config: CrawlConfig) -> None:
@@ -328,7 +380,7 @@ async def _crawl(
         stopper.crawler = crawler
         display = asyncio.create_task(_show(crawler, console, stats_interval))
         try:
-            return await crawler.run()
+            summary = await crawler.run()
         finally:
             display.cancel()
             # Waited for without raising, so that a cancellation of this run is kept.
@@ -336,6 +388,10 @@ async def _crawl(
             error = None if display.cancelled() else display.exception()
             if error is not None:
                 raise error
+    if crawler.uploader is not None:
+        # After the uploader closed: what it uploaded at the end counts.
+        summary = dataclasses.replace(summary, uploads=crawler.uploader.figures().counts())
+    return summary
 
 
 async def _run(

@@ -5,8 +5,11 @@ transaction, as the summary's), so a scrape never shows a fetch that a kill -9 c
 still take back. Latencies are histograms, so averages and quantiles come from them:
 ``trawl_fetch_duration_seconds`` per request, ``trawl_store_write_duration_seconds`` per
 transaction. Levels (queues, requests in flight, unique URLs, the resolver's cache) are
-read from the crawl when Prometheus scrapes. Requests per host are kept for every host
-but exposed for the ``TOP_HOSTS`` busiest only, so the label set stays bounded.
+read from the crawl when Prometheus scrapes, as are the ``--output`` uploads'
+(``trawl_upload_*``: files and bytes uploaded, failures, conflicts, the files pending
+and whether the store is refusing, trawl.outputs.uploader). Requests per host are kept
+for every host but exposed for the ``TOP_HOSTS`` busiest only, so the label set stays
+bounded.
 
 ``trawl_fetch_success_total`` counts every page fetched, its label ``fetch`` telling a
 page's first fetch (``first``, the summary's ``fetched``) from a recrawl (``recrawl``,
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from trawl.crawl.capacity import Capacity
     from trawl.fetch.resolver import ResolverStats
     from trawl.frontier.queue import Frontier
+    from trawl.outputs.uploader import UploadFigures
     from trawl.politeness.scheduler import HostScheduler
 
 TOP_HOSTS = 20
@@ -156,6 +160,40 @@ class _HostsCollector(Collector):
         yield family
 
 
+class _UploadsCollector(Collector):
+    def __init__(self, read: Callable[[], UploadFigures]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self._read()
+        counters = (
+            ("trawl_upload_files", "Output files uploaded to --output", figures.files),
+            ("trawl_upload_bytes", "Bytes of output files uploaded to --output", figures.bytes),
+            (
+                "trawl_upload_failures",
+                "Upload attempts the object store refused or could not be reached for",
+                figures.failures,
+            ),
+            (
+                "trawl_upload_conflicts",
+                "Output files not uploaded: their key holds other content",
+                figures.conflicts,
+            ),
+        )
+        for name, doc, value in counters:
+            yield CounterMetricFamily(name, doc, value=value)
+        gauges = (
+            ("trawl_upload_pending_files", "Closed output files waiting for upload",
+             figures.pending),
+            ("trawl_upload_pending_bytes", "Bytes of the files waiting for upload",
+             figures.pending_bytes),
+            ("trawl_upload_paused", "1 while the object store refuses uploads",
+             int(figures.paused)),
+        )  # fmt: skip
+        for name, doc, value in gauges:
+            yield GaugeMetricFamily(name, doc, value=value)
+
+
 class CrawlMetrics:
     """The crawl's metrics; the engine reports to it, Prometheus reads it."""
 
@@ -207,6 +245,10 @@ class CrawlMetrics:
     def watch(self, levels: Callable[[], Levels]) -> None:
         """Read the crawl's levels from ``levels`` at every scrape."""
         self.registry.register(_LevelsCollector(levels))
+
+    def watch_uploads(self, figures: Callable[[], UploadFigures]) -> None:
+        """Read the ``--output`` uploads' figures from ``figures`` at every scrape."""
+        self.registry.register(_UploadsCollector(figures))
 
     def committed(self, counters: Mapping[str, int]) -> None:
         """A transaction committed these counter increments."""

@@ -78,6 +78,11 @@ class Summary:
     stale_completions: int = 0
     """Results the store refused because their host's lease had passed to another
     worker (trawl.store.rows.settle_fences): 0 in a crawl of one process."""
+    uploads: Mapping[str, int] = field(default_factory=dict)
+    """This run's ``--output`` uploads (trawl.outputs.uploader.UploadFigures): ``files``
+    and ``bytes`` uploaded, ``pending`` files (``pending_bytes``) left for the next
+    start, ``failures`` (attempts the store refused or could not be reached for) and
+    ``conflicts`` (keys holding other content); zeros left out."""
 
     @property
     def disallowed(self) -> int:
@@ -169,5 +174,8 @@ class Summary:
             ("DNS", ", ".join(f"{n} {v}" for n, v in self.dns.items()).replace("_", " ") or "-"),
             ("elapsed", f"{self.elapsed:.1f} s"),
         ]
+        if self.uploads:
+            uploads = ", ".join(f"{n} {v}" for n, v in self.uploads.items()).replace("_", " ")
+            rows.insert(-2, ("uploads", uploads))
         width = max(len(name) for name, _ in rows)
         return [f"{name:<{width}}  {value}" for name, value in rows]

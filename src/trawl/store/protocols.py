@@ -32,6 +32,7 @@ from trawl.store.values import (
     QueuedURL,
     RobotsRecord,
     Soft404Record,
+    UploadRecord,
     UrlFilter,
 )
 
@@ -267,5 +268,19 @@ class Reports(Protocol):
         ...
 
 
-class Store(Leases, Frontier, Known, Commits, ContentIndex, HostRecords, Reports, Protocol):
+class Uploads(Protocol):
+    """Which output files an object store holds (trawl.outputs.uploader)."""
+
+    async def uploaded(self, bucket: str, keys: Collection[str]) -> set[str]:
+        """Those of ``keys`` recorded as uploaded to ``bucket``."""
+        ...
+
+    async def record_upload(self, record: UploadRecord) -> None:
+        """Record an object the store confirmed (a second record of it is ignored)."""
+        ...
+
+
+class Store(
+    Leases, Frontier, Known, Commits, ContentIndex, HostRecords, Reports, Uploads, Protocol
+):
     """Durable crawl state: every role, for the code that opens and runs a crawl."""

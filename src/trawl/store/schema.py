@@ -82,6 +82,12 @@ Migration 13 is for page handlers (trawl.handlers): a URL's ``label``, which nam
 handler of its page (NULL: the default one), and ``items``, the items a page's handler
 yielded, keyed by URL hash and their place in the page's yield order (``seq``), with the
 fetch time. A page's items are replaced whole when it is committed again.
+
+Migration 14 records the output files uploaded to an object store (``--output``,
+trawl.outputs.uploader): one ``uploads`` row per object, keyed by bucket and key, with
+the local file's name, size and SHA-256, the worker that put it and when. A row is
+written once the store confirmed the object, so a file without one is uploaded (again)
+by the next run that finds it.
 """
 
 from __future__ import annotations
@@ -324,6 +330,18 @@ MIGRATIONS: tuple[tuple[str, ...] | PerEngine, ...] = (
             fetched_at DOUBLE PRECISION NOT NULL,
             data TEXT NOT NULL,
             PRIMARY KEY (url_id, seq)
+        )""",
+    ),
+    (
+        """CREATE TABLE IF NOT EXISTS uploads (
+            bucket TEXT NOT NULL,
+            object_key TEXT NOT NULL,
+            file TEXT NOT NULL,
+            size BIGINT NOT NULL,
+            sha256 TEXT NOT NULL,
+            worker TEXT NOT NULL,
+            uploaded_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (bucket, object_key)
         )""",
     ),
 )

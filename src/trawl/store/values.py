@@ -55,11 +55,29 @@ def blocks(simhash: int) -> Blocks:
 @dataclass(frozen=True, slots=True)
 class StorageKey:
     """Where a response record is: its file's final name (in the writer's directory),
-    the offset of its gzip member and that member's length in bytes."""
+    the offset of its gzip member and that member's length in bytes; with an object
+    store output (``--output``), the ``bucket`` and ``key`` the file is uploaded to."""
 
     file: str
     offset: int
     length: int
+    bucket: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UploadRecord:
+    """An output file the object store confirmed: the object (``bucket``, ``key``), the
+    local file it was (its name in its output's directory), its size and SHA-256 (hex),
+    the worker that put it and when (Unix time)."""
+
+    bucket: str
+    key: str
+    file: str
+    size: int
+    sha256: str
+    worker: str
+    uploaded_at: float
 
 
 PAGE_BUDGET_COUNTER = "over_host_page_budget"

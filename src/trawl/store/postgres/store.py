@@ -64,6 +64,7 @@ from trawl.store.values import (
     QueuedURL,
     RobotsRecord,
     Soft404Record,
+    UploadRecord,
     UrlFilter,
 )
 
@@ -503,6 +504,24 @@ class PostgresStore(AsyncResource):
     async def set_meta(self, key: str, value: str) -> None:
         async with self._connection() as conn:
             await conn.execute(sql.SET_META, (key, value))
+
+    async def uploaded(self, bucket: str, keys: Collection[str]) -> set[str]:
+        if not keys:
+            return set()
+        async with self._connection() as conn:
+            cursor = await conn.execute(sql.UPLOADED, (bucket, list(keys)))
+            rows = await cursor.fetchall()
+        return {str(row[0]) for row in rows}
+
+    async def record_upload(self, record: UploadRecord) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                sql.RECORD_UPLOAD,
+                (
+                    record.bucket, record.key, record.file, record.size, record.sha256,
+                    record.worker, record.uploaded_at,
+                ),
+            )  # fmt: skip
 
     async def host_figures(self, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
         async with self._connection() as conn:

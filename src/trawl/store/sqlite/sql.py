@@ -442,3 +442,15 @@ ITEM_PAGE = (
     f"WHERE (i.url_id, i.seq) > (?, ?) ORDER BY i.url_id, i.seq LIMIT {ITEM_PAGE_SIZE}"
 )
 """Items after a key (parameters: url_id, seq), in key order, with their URLs."""
+
+# Uploads to an object store (schema migration 14).
+
+UPLOADED = (
+    "SELECT object_key FROM uploads "
+    "WHERE bucket = ? AND object_key IN (SELECT value FROM json_each(?))"
+)
+"""Which of a JSON array of keys are recorded as uploaded (parameters: bucket, keys)."""
+RECORD_UPLOAD = (
+    "INSERT INTO uploads (bucket, object_key, file, size, sha256, worker, uploaded_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (bucket, object_key) DO NOTHING"
+)

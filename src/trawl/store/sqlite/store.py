@@ -77,6 +77,7 @@ from trawl.store.values import (
     RobotsRecord,
     Soft404Record,
     State,
+    UploadRecord,
     UrlFilter,
 )
 
@@ -500,6 +501,19 @@ class SQLiteStore(AsyncResource):
 
         await self._run(lambda: self._transaction(work))
 
+    async def uploaded(self, bucket: str, keys: Collection[str]) -> set[str]:
+        def work() -> set[str]:
+            rows = self._db.execute(sql.UPLOADED, (bucket, json.dumps(list(keys))))
+            return {str(row[0]) for row in rows}
+
+        return await self._run(work) if keys else set()
+
+    async def record_upload(self, record: UploadRecord) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.execute(sql.RECORD_UPLOAD, _upload_row(record))
+
+        await self._run(lambda: self._transaction(work))
+
     async def host_figures(self, limit: int) -> tuple[list[HostFigures], list[HostFigures]]:
         def work() -> tuple[list[HostFigures], list[HostFigures]]:
             slowest = self._db.execute(sql.SLOWEST_HOSTS, (limit,)).fetchall()
@@ -549,6 +563,13 @@ class SQLiteStore(AsyncResource):
 
         async for item in item_pages(page):
             yield item
+
+
+def _upload_row(record: UploadRecord) -> tuple[object, ...]:
+    return (
+        record.bucket, record.key, record.file, record.size, record.sha256, record.worker,
+        record.uploaded_at,
+    )  # fmt: skip
 
 
 def _merge(db: sqlite3.Connection) -> None:
