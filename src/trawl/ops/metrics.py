@@ -34,6 +34,7 @@ from trawl.resource import Resource
 
 if TYPE_CHECKING:
     from trawl.crawl.capacity import Capacity
+    from trawl.events.sink import SinkStats
     from trawl.fetch.resolver import ResolverStats
     from trawl.frontier.queue import Frontier
     from trawl.politeness.scheduler import HostScheduler
@@ -156,6 +157,28 @@ class _HostsCollector(Collector):
         yield family
 
 
+class _EventsCollector(Collector):
+    def __init__(self, stats: SinkStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "trawl_events_published",
+            "PageFetched events the sink acknowledged (a repeat after a crash counts again)",
+            value=self._stats.published,
+        )
+        yield CounterMetricFamily(
+            "trawl_event_publish_failures",
+            "Event publications that failed (broker down or refusing) and were retried",
+            value=self._stats.failures,
+        )
+        yield GaugeMetricFamily(
+            "trawl_event_sink_up",
+            "1 if the last publication reached the event sink, 0 while it is retried",
+            value=int(self._stats.up),
+        )
+
+
 class CrawlMetrics:
     """The crawl's metrics; the engine reports to it, Prometheus reads it."""
 
@@ -207,6 +230,10 @@ class CrawlMetrics:
     def watch(self, levels: Callable[[], Levels]) -> None:
         """Read the crawl's levels from ``levels`` at every scrape."""
         self.registry.register(_LevelsCollector(levels))
+
+    def watch_events(self, stats: SinkStats) -> None:
+        """Read the event sink's ``stats`` at every scrape."""
+        self.registry.register(_EventsCollector(stats))
 
     def committed(self, counters: Mapping[str, int]) -> None:
         """A transaction committed these counter increments."""
