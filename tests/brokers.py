@@ -160,7 +160,7 @@ def events_site(port: int, pages: int = 30) -> Site:
             links = "".join(
                 f'<a href="/p{j}.html">page {j}</a> ' for j in (i + 1, i + 2) if j < pages
             )
-            twin = f"http://h{(h + 1) % HOSTS}.events.test/{'' if i == 0 else f'p{i}.html'}"
+            twin = f"http://h{(h + 1) % HOSTS}.events.test:{port}/{'' if i == 0 else f'p{i}.html'}"
             words = " ".join(f"w{h}x{i}y{k}" for k in range(40))
             body = (
                 f"<html><head><title>{host} page {i}</title></head><body><article>"
