@@ -8,6 +8,9 @@ transaction. Levels (queues, requests in flight, unique URLs, the resolver's cac
 read from the crawl when Prometheus scrapes. Requests per host are kept for every host
 but exposed for the ``TOP_HOSTS`` busiest only, so the label set stays bounded.
 
+With ``--events`` the sink's own figures (trawl.events.sink's ``SinkStats``: events held,
+failed publications, whether it is up) are read at every scrape too.
+
 ``trawl_fetch_success_total`` counts every page fetched, its label ``fetch`` telling a
 page's first fetch (``first``, the summary's ``fetched``) from a recrawl (``recrawl``,
 the summary's ``recrawled``): a continuous crawl that only revisits pages still shows
