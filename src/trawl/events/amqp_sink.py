@@ -51,7 +51,7 @@ class AmqpSink(BrokerSink):
     """Publishes to a RabbitMQ exchange with publisher confirms (see the module doc)."""
 
     def __init__(self, target: AmqpTarget) -> None:
-        super().__init__(target.shown)
+        super().__init__(target.shown, target.password)
         self.target = target
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None

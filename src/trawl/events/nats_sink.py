@@ -42,7 +42,7 @@ class NatsSink(BrokerSink):
     """Publishes to a NATS JetStream subject (see the module doc)."""
 
     def __init__(self, target: NatsTarget) -> None:
-        super().__init__(target.shown)
+        super().__init__(target.shown, target.password or target.user)
         self.target = target
         self._client: Client | None = None
         self._js: JetStreamContext | None = None

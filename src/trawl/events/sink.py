@@ -112,16 +112,19 @@ class BrokerSink(AsyncResource):
     cannot be reached then is a one-line error, before the crawl starts.
     """
 
-    def __init__(self, shown: str) -> None:
+    def __init__(self, shown: str, password: str | None) -> None:
+        """``shown`` names the sink in logs; ``password`` is kept out of them even where
+        a client's error message would quote it."""
         self.stats = SinkStats()
         self.shown = shown
+        self._password = password
         self._down_since: float | None = None
 
     async def _acquire(self) -> None:
         try:
             await self._connect()
         except Exception as exc:
-            raise TrawlError(f"--events: cannot reach {self.shown}: {_reason(exc)}") from exc
+            raise TrawlError(f"--events: cannot reach {self.shown}: {self._reason(exc)}") from exc
 
     async def publish(self, events: Sequence[PageFetched]) -> None:
         pending = list(events)
@@ -145,7 +148,7 @@ class BrokerSink(AsyncResource):
                 await self._disconnect()
                 await self._connect()
         except Exception as exc:  # any failure to connect is retried
-            return events, _reason(exc)
+            return events, self._reason(exc)
         results = await asyncio.gather(
             *(self._publish_one(event) for event in events), return_exceptions=True
         )
@@ -158,7 +161,7 @@ class BrokerSink(AsyncResource):
         if reasons and self._connected():
             # Connected but refused (a stream or queue gone, a timeout): set it up again.
             await self._disconnect()
-        return failed, _reason(reasons[0]) if reasons else ""
+        return failed, self._reason(reasons[0]) if reasons else ""
 
     def _failing(self, reason: str) -> None:
         self.stats.up = False
@@ -182,6 +185,14 @@ class BrokerSink(AsyncResource):
     async def close(self) -> None:
         await self._disconnect()
 
+    def _reason(self, exc: BaseException) -> str:
+        """``exc`` in a few words for a log line, never with the password."""
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if self._password:
+            text = text.replace(self._password, "***")
+        name = type(exc).__name__
+        return f"{name}: {text}" if text else name
+
     @abstractmethod
     async def _connect(self) -> None:
         """Connect and set up the stream or queue; raise if that fails."""
@@ -197,13 +208,6 @@ class BrokerSink(AsyncResource):
     @abstractmethod
     async def _disconnect(self) -> None:
         """Drop the connection, if any; idempotent."""
-
-
-def _reason(exc: BaseException) -> str:
-    """``exc`` in a few words for a log line."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    name = type(exc).__name__
-    return f"{name}: {text}" if text else name
 
 
 def open_sink(target: EventsTarget) -> FileSink | BrokerSink:
