@@ -26,14 +26,18 @@ import urllib.request
 from contextlib import closing
 from pathlib import Path
 
+import aio_pika
+import nats
 from bench.servers import free_port
 
 from brokers import AMQP, NATS, Destination, Message, destination, events_site, proxy_to
 from conftest import CrawlRunner, is_page
 from pg import URL as PG_URL
 from pg import connect, crawl_name
+from test_events import event
 from trawl.demo import SiteServer
-from trawl.events.target import parse_events
+from trawl.events.sink import open_sink
+from trawl.events.target import AmqpTarget, NatsTarget, parse_events
 from trawl.store.location import StoreLocation
 from trawl.store.sqlite.store import DB_NAME
 
@@ -257,3 +261,42 @@ def start_and_wait_requests(server: SiteServer, proc: subprocess.Popen[str]) -> 
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+async def test_a_stream_or_binding_gone_mid_crawl_is_made_again_not_skipped(
+    destination: Destination,
+) -> None:
+    """A NATS stream deleted, or a RabbitMQ queue unbound (a message no queue takes
+    comes back: ``mandatory``), fails the publication; the sink sets its stream or
+    binding up again and the event is stored, never dropped."""
+    target = parse_events(destination.url())
+    assert isinstance(target, NatsTarget | AmqpTarget)
+    sink = open_sink(target)
+    async with sink:
+        await sink.publish([event(1)])
+        await take_away(destination)
+        await sink.publish([event(2), event(3)])
+        assert sink.stats.failures >= 1
+        assert sink.stats.published == 3
+        assert sink.stats.up
+    held = by_url(await destination.read())
+    expected = {event(i).url for i in (2, 3)}
+    assert expected <= set(held)
+    for url in expected:
+        assert len(held[url]) == 1
+
+
+async def take_away(dest: Destination) -> None:
+    """Delete the test's stream, or unbind its queue from its exchange."""
+    if dest.kind == "nats":
+        client = await nats.connect(f"nats://{NATS[0]}:{NATS[1]}")
+        try:
+            await client.jetstream().delete_stream(dest.stream)
+        finally:
+            await client.close()
+        return
+    connection = await aio_pika.connect(host=AMQP[0], port=AMQP[1])
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.get_queue(f"{dest.name}.q")
+        await queue.unbind(dest.name, "pages")
