@@ -3,12 +3,17 @@ only, then with ``--events FILE``, ``--events nats://...`` and ``--events amqp:/
 by turns, for some rounds.
 
     python -m bench.event_sinks --hosts 20 --pages 500 --rounds 3
+    python -m bench.event_sinks --publish 20000 [--batch 256]
 
 The brokers are the local ones (NATS JetStream on 127.0.0.1:4222, RabbitMQ on
 127.0.0.1:5672 guest/guest); each run publishes to a stream or queue of its own, counted
 and deleted after it. Besides trawl's pages/s and CPU a page (its extract workers
 included), the broker's own CPU a page is read from ``/proc`` (``nats-server``,
 ``beam.smp``: the broker's whole process, whatever else it serves meanwhile).
+
+``--publish N`` leaves the crawl out: each sink publishes N events, ``--batch`` at a
+time as the content stage hands them over, and the figures are events/s and this
+process's CPU (``time.process_time``) and the broker's an event.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +36,11 @@ from nats.js.errors import NotFoundError
 
 from bench.crawl import add_run_arguments, run_bench
 from bench.procstat import TICKS, read_stat
+from trawl.content.events import PageFetched
+from trawl.events.sink import open_sink
+from trawl.events.target import parse_events
+from trawl.extract.urls import url_hash
+from trawl.store.values import StorageKey
 
 SINKS = ("metadata", "file", "nats", "amqp")
 SOURCE = Path(__file__).resolve().parent.parent / "src"
@@ -116,6 +127,42 @@ def run_sink(sink: str, args: argparse.Namespace, tmp: Path) -> SinkRun:
     )  # fmt: skip
 
 
+def sample_event(index: int) -> PageFetched:
+    url = f"https://www{index % 97}.example.test/section/{index}/story.html"
+    return PageFetched(
+        url=url, url_id=url_hash(url), fetched_at=1796065629.123 + index, http_status=200,
+        content_hash=f"{index:064x}", simhash=index, out_links=40, changed=True,
+        storage_key=StorageKey(f"trawl-{index // 1000:05d}.warc.gz", 5120 * index, 5120),
+    )  # fmt: skip
+
+
+async def publish_only(
+    sink: str, count: int, batch: int, tmp: Path
+) -> tuple[float, float, float | None]:
+    """Events/s, this process's CPU and the broker's (ms an event) for ``count`` events."""
+    name = f"bench{uuid.uuid4().hex[:8]}"
+    target = {
+        "file": str(tmp / f"{name}.jsonl"),
+        "nats": f"nats://127.0.0.1:4222/{name}",
+        "amqp": f"amqp://guest:guest@127.0.0.1:5672/?exchange={name}&queue={name}",
+    }[sink]
+    events = [sample_event(i) for i in range(count)]
+    process = BROKER_PROCESS.get(sink)
+    async with open_sink(parse_events(target)) as opened:
+        before = broker_ticks(process) if process else None
+        cpu, wall = time.process_time(), time.perf_counter()
+        for start in range(0, count, batch):
+            await opened.publish(events[start : start + batch])
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        after = broker_ticks(process) if process else None
+    if sink in BROKER_PROCESS:
+        assert await held(sink, name) == count
+    broker = None
+    if before is not None and after is not None:
+        broker = (after - before) / TICKS * 1000 / count
+    return count / wall, cpu * 1000 / count, broker
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.event_sinks", description=__doc__.split("\n")[0]
@@ -123,7 +170,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_run_arguments(parser)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sinks", default=",".join(SINKS), help="comma-separated, in turn")
+    parser.add_argument("--publish", type=int, default=0, help="publish N events, no crawl")
+    parser.add_argument("--batch", type=int, default=256, help="events a publish, --publish")
     args = parser.parse_args(argv)
+    if args.publish:
+        print("round | sink | events/s | CPU ms/event | broker CPU ms/event")
+        with tempfile.TemporaryDirectory(prefix="event-sinks-") as tmp:
+            for round_ in range(1, args.rounds + 1):
+                for sink in ("file", "nats", "amqp"):
+                    rate, cpu, broker = asyncio.run(
+                        publish_only(sink, args.publish, args.batch, Path(tmp))
+                    )
+                    shown = "" if broker is None else f"{broker:.4f}"
+                    print(f"{round_} | {sink} | {rate:.0f} | {cpu:.4f} | {shown}", flush=True)
+        return 0
     sinks = [s for s in args.sinks.split(",") if s]
     unknown = sorted(set(sinks) - set(SINKS))
     if unknown:
@@ -135,11 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for sink in sinks:
                 run = run_sink(sink, args, Path(tmp))
                 failed |= not run.correct
-                broker = "" if run.broker_cpu_ms_per_page is None else run.broker_cpu_ms_per_page
+                cost = run.broker_cpu_ms_per_page
                 events = "" if run.events is None else run.events
                 print(
                     f"{round_} | {run.sink} | {run.pages} | {run.pages_per_second:.1f} | "
-                    f"{run.cpu_ms_per_page:.3f} | {broker} | {events} | {run.correct}",
+                    f"{run.cpu_ms_per_page:.3f} | {'' if cost is None else cost} | {events} | "
+                    f"{run.correct}",
                     flush=True,
                 )
     return 1 if failed else 0
