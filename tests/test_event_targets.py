@@ -8,6 +8,7 @@ so.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ from trawl.events.sink import EXTRA, event_body, idempotency_key
 from trawl.events.target import (
     DUPLICATE_WINDOW,
     MAX_AGE,
+    PASSWORD_ENV,
+    USER_ENV,
     AmqpTarget,
     NatsTarget,
     parse_events,
@@ -190,11 +193,22 @@ def test_a_broker_not_there_at_the_start_is_one_line_and_exit_1(tmp_path: Path) 
 
 
 def test_wrong_amqp_credentials_are_one_line(tmp_path: Path) -> None:
+    """Refused credentials, from the URL or from the environment (which the URL without
+    any leaves to it), are one line that shows neither."""
     require(("127.0.0.1", 5672))
     run = unreachable(tmp_path, f"amqp://guest:{SECRET}@127.0.0.1:5672/")
     line = assert_one_error_line(run, code=1)
     assert "cannot reach amqp://127.0.0.1:5672/" in line
     assert SECRET not in run.err
+    env = {**os.environ, USER_ENV: "guest", PASSWORD_ENV: SECRET}
+    done = subprocess.run(
+        [sys.executable, "-m", "trawl", "crawl", "http://a.test/", "--data-dir",
+         str(tmp_path / "e"), "--events", "amqp://127.0.0.1:5672/"],
+        capture_output=True, text=True, timeout=30, check=False, env=env,
+    )  # fmt: skip
+    line = assert_one_error_line(Run(done.returncode, done.stdout, done.stderr), code=1)
+    assert "ACCESS_REFUSED" in line
+    assert SECRET not in done.stderr
 
 
 @pytest.mark.parametrize(
