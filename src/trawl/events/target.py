@@ -15,7 +15,7 @@ RabbitMQ exchange, read from the option's one value.
   (default ``page.fetched``), ``queue`` (a durable queue bound to the exchange with
   the routing key, default ``trawl.page_fetched``).
 
-Credentials come from the URL or, when it has none, from the environment:
+Credentials come from the URL or, for what it leaves out, from the environment:
 ``TRAWL_EVENTS_USER`` and ``TRAWL_EVENTS_PASSWORD`` (a NATS token is a user without a
 password). They are kept out of every message and log line: :attr:`NatsTarget.shown`
 and :attr:`AmqpTarget.shown` are the URL without them, and the dataclasses leave them
@@ -143,9 +143,7 @@ def parse_events(value: str, env: Mapping[str, str] = os.environ) -> EventsTarge
     if parts.fragment:
         raise UsageError(f"{where}: a fragment (#...) means nothing here")
     user = unquote(parts.username) if parts.username is not None else env.get(USER_ENV)
-    password = unquote(parts.password) if parts.password is not None else None
-    if parts.username is None and password is None:
-        password = env.get(PASSWORD_ENV)
+    password = unquote(parts.password) if parts.password is not None else env.get(PASSWORD_ENV)
     params = _params(where, parts.query, _NATS_PARAMS if scheme == "nats" else _AMQP_PARAMS)
     if scheme == "nats":
         return _nats(where, host, port or NATS_PORT, unquote(parts.path), params, user, password)
