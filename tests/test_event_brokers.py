@@ -14,6 +14,7 @@ is one event per page) and then reads what the stream or queue holds:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import aio_pika
 import nats
+import pytest
 from bench.servers import free_port
 
 from brokers import AMQP, NATS, Destination, Message, destination, events_site, proxy_to
@@ -36,6 +38,7 @@ from pg import URL as PG_URL
 from pg import connect, crawl_name
 from test_events import event
 from trawl.demo import SiteServer
+from trawl.errors import TrawlError
 from trawl.events.sink import open_sink
 from trawl.events.target import AmqpTarget, NatsTarget, parse_events
 from trawl.store.location import StoreLocation
@@ -300,3 +303,43 @@ async def take_away(dest: Destination) -> None:
         channel = await connection.channel()
         queue = await channel.get_queue(f"{dest.name}.q")
         await queue.unbind(dest.name, "pages")
+
+
+async def test_a_stream_or_exchange_that_exists_is_used_as_it_is(
+    destination: Destination,
+) -> None:
+    """A JetStream stream of the name with other settings, or an exchange of another
+    type and a quorum queue, are used as they are; a stream that does not take the
+    subject is one line when the sink opens."""
+    target = parse_events(destination.url())
+    assert isinstance(target, NatsTarget | AmqpTarget)
+    if isinstance(target, NatsTarget):
+        client = await nats.connect(f"nats://{NATS[0]}:{NATS[1]}")
+        try:
+            js = client.jetstream()
+            await js.add_stream(
+                name=target.stream, subjects=[f"{destination.name}.>"], duplicate_window=5
+            )
+            async with open_sink(target) as sink:
+                await sink.publish([event(1), event(1)])
+            info = await js.stream_info(target.stream)
+            assert info.config.duplicate_window == 5
+            assert info.config.subjects == [f"{destination.name}.>"]
+            assert info.state.messages == 1
+            other = dataclasses.replace(target, subject="elsewhere.pages")
+            with pytest.raises(TrawlError, match=r"does not take subject elsewhere\.pages"):
+                async with open_sink(other):
+                    pass
+        finally:
+            await client.close()
+        return
+    connection = await aio_pika.connect(host=AMQP[0], port=AMQP[1])
+    async with connection:
+        channel = await connection.channel()
+        await channel.declare_exchange(destination.name, aio_pika.ExchangeType.DIRECT, durable=True)
+        await channel.declare_queue(
+            f"{destination.name}.q", durable=True, arguments={"x-queue-type": "quorum"}
+        )
+        async with open_sink(target) as sink:
+            await sink.publish([event(1), event(2)])
+    assert len(await destination.read()) == 2

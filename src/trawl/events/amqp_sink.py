@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import aio_pika
 import aiormq
@@ -28,7 +27,6 @@ from aio_pika.abc import (
     AbstractChannel,
     AbstractConnection,
     AbstractExchange,
-    AbstractQueue,
     DeliveryMode,
 )
 from pamqp.commands import Basic
@@ -37,7 +35,6 @@ from trawl.content.events import PageFetched
 from trawl.events.sink import CONTENT_TYPE, BrokerSink, event_body, idempotency_key
 from trawl.events.target import AmqpTarget
 
-_Declared = TypeVar("_Declared", AbstractExchange, AbstractQueue)
 CONNECT_TIMEOUT = 5.0
 CONFIRM_TIMEOUT = 10.0
 """Seconds to wait for the broker's confirmation of one message before trying again."""
@@ -68,30 +65,34 @@ class AmqpSink(BrokerSink):
             timeout=CONNECT_TIMEOUT,
             client_properties={"connection_name": "trawl"},
         )
-        exchange = await self._declare(
+        await self._declare(
             lambda channel: channel.declare_exchange(
                 target.exchange, aio_pika.ExchangeType.TOPIC, durable=True
             ),
             lambda channel: channel.get_exchange(target.exchange, ensure=True),
         )
-        queue = await self._declare(
+        await self._declare(
             lambda channel: channel.declare_queue(target.queue, durable=True),
             lambda channel: channel.get_queue(target.queue, ensure=True),
         )
-        await queue.bind(exchange, target.routing_key)
-        self._exchange = exchange
+        # A refused declaration closed the channel it was made on: take both on the
+        # channel that is open now, the one the events are published on.
+        channel = await self._open_channel()
+        queue = await channel.get_queue(target.queue, ensure=False)
+        await queue.bind(target.exchange, target.routing_key)
+        self._exchange = await channel.get_exchange(target.exchange, ensure=False)
 
     async def _declare(
         self,
-        declare: Callable[[AbstractChannel], Awaitable[_Declared]],
-        existing: Callable[[AbstractChannel], Awaitable[_Declared]],
-    ) -> _Declared:
+        declare: Callable[[AbstractChannel], Awaitable[object]],
+        existing: Callable[[AbstractChannel], Awaitable[object]],
+    ) -> None:
         """Declare with trawl's settings; one that exists with others is used as it is
-        (the refusal closed the channel, so a new one looks it up)."""
+        (the refusal closed the channel, so a new one checks that it exists)."""
         try:
-            return await declare(await self._open_channel())
+            await declare(await self._open_channel())
         except aiormq.exceptions.ChannelPreconditionFailed:
-            return await existing(await self._open_channel())
+            await existing(await self._open_channel())
 
     async def _open_channel(self) -> AbstractChannel:
         if self._channel is None or self._channel.is_closed:
