@@ -35,6 +35,7 @@ from trawl.config import (
 from trawl.crawl.runner import build_engine
 from trawl.demo import Site, SiteServer, canonical_url, route_key
 from trawl.demo.server import LoopbackServer
+from trawl.events.target import EventsTarget
 from trawl.extract.soft404 import PROBE_PREFIX
 from trawl.fetch.fetcher import Fetcher, Recorder
 from trawl.fetch.netguard import AddressPolicy
@@ -178,7 +179,7 @@ class CrawlRunner:
         text: bool = False,
         text_near_duplicates: bool = True,
         text_format: TextFormat = "text",
-        events: Path | None = None,
+        events: EventsTarget | None = None,
         store: StoreLocation | None = None,
         freshness: Freshness | None = None,
     ) -> CrawlOutcome:

@@ -17,6 +17,7 @@ from typing import Literal
 
 from trawl import __version__
 from trawl.errors import UsageError
+from trawl.events.target import EventsTarget
 from trawl.extract.links import DEFAULT_MAX_DEPTH
 from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import DEFAULT_RULES, NormalizeRules
@@ -266,8 +267,9 @@ class CrawlConfig:
     """Near-duplicate pages go to the text output too."""
     text_format: TextFormat = "text"
     """The text output's main text as plain text or as Markdown."""
-    events: Path | None = None
-    """Append a PageFetched event per new or changed page to this JSONL file."""
+    events: EventsTarget | None = None
+    """Where a PageFetched event per new or changed page goes: a JSONL file (a path), a
+    NATS JetStream subject or a RabbitMQ exchange (trawl.events.target)."""
     output: ObjectTarget | None = None
     """Upload the closed WARC and text files to this bucket (trawl.outputs.uploader)."""
     store: StoreLocation | None = None

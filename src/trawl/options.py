@@ -59,6 +59,7 @@ class Kind(enum.Enum):
     FLOAT = "a number"
     TEXT = "a string"
     PATH = "a string (a path)"
+    TARGET = "a string (a path or a URL)"
     CHOICE = "one of"
     LIST = "a string or a list of strings"
     PAIRS = "a string, a list of strings or a table of strings"
@@ -357,9 +358,16 @@ OPTIONS: tuple[Option, ...] = (
            default=_CRAWL.text_format, choices=TEXT_FORMATS, kept=_LOCAL,
            details="Markdown keeps headings, lists, tables, emphasis and links (made "
                    "absolute). The content hash and SimHash are of the plain text either way."),
-    Option("events", Kind.PATH, _OUTPUTS,
-           "Append one PageFetched JSON line per new or changed page to FILE.",
-           metavar="FILE", kept=_LOCAL),
+    Option("events", Kind.TARGET, _OUTPUTS,
+           "Send one PageFetched event per new or changed page: append a JSON line to "
+           "FILE, or publish to nats://HOST:PORT/SUBJECT or amqp://HOST:PORT/VHOST.",
+           metavar="FILE|URL", kept=_LOCAL,
+           details="A broker acknowledges every event of a batch before the batch "
+                   "commits. NATS query parameters: `stream`, `duplicate_window`, "
+                   "`max_age`, `max_bytes`; AMQP: `exchange`, `routing_key`, `queue`. "
+                   "Credentials in the URL or in `TRAWL_EVENTS_USER` and "
+                   "`TRAWL_EVENTS_PASSWORD`; never stored or logged "
+                   "(docs/OUTPUTS.md#events)."),
     Option("output", Kind.TEXT, _OUTPUTS, "Upload each closed --warc and --text file to this "
            "S3-API bucket and key prefix.", metavar="s3://BUCKET/PREFIX", kept=_LOCAL,
            details="Keys are PREFIX/CRAWL/warc/YYYY/MM/DD/FILE (text/ for text), each put once "
@@ -579,6 +587,7 @@ _TYPE_NAMES = {
     Kind.FLOAT: "number",
     Kind.TEXT: "string",
     Kind.PATH: "string",
+    Kind.TARGET: "string",
     Kind.CHOICE: "string",
     Kind.LIST: "string or list",
     Kind.PAIRS: "string, list or table",

@@ -29,6 +29,7 @@ from trawl.config import (
     parse_resolve,
 )
 from trawl.errors import UsageError
+from trawl.events.target import parse_events
 from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import NormalizeRules
 from trawl.fetch.retry import RetryPolicy
@@ -121,7 +122,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         text=bool(values["text"]),
         text_near_duplicates=not values["text_skip_near_duplicates"],
         text_format=values["text_format"],
-        events=_path(values["events"]),
+        events=parse_events(values["events"]) if values["events"] else None,
         output=_output(values),
         store=_store_location(values),
         fresh=bool(values["fresh"]),
@@ -187,7 +188,7 @@ def library_values(options: Mapping[str, object]) -> dict[str, Any]:
         option = BY_NAME.get(name)
         if option is None or name in COMMAND_LINE_ONLY:
             raise UsageError(f"unknown crawl option {name!r}")
-        if option.kind is Kind.PATH and isinstance(value, os.PathLike):
+        if option.kind in (Kind.PATH, Kind.TARGET) and isinstance(value, os.PathLike):
             value = os.fspath(value)
         try:
             values[name] = option.from_config(value)

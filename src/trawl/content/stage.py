@@ -20,7 +20,8 @@ order the batch holds them:
   fetched for the first time has none, so it counts as changed). Only changed pages are
   written to the outputs.
 
-Outputs are written and flushed *before* the store commits the batch, so a kill -9 in
+Outputs are written and flushed *before* the store commits the batch (the events
+published together and every acknowledgement awaited, trawl.events.sink), so a kill -9 in
 between loses nothing: the page is still unanswered in the store, is fetched again on
 resume and written again with the same (url hash, content hash). Delivery is at least
 once, and that pair is the idempotency key consumers deduplicate on.
@@ -31,10 +32,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trawl.content.events import EventWriter, PageFetched
+from trawl.content.events import PageFetched
 from trawl.content.neardup import MemoryBlockIndex, NearDuplicates
 from trawl.content.text import PageText
 from trawl.content.text_files import TextRecord, TextWriter
+from trawl.events.sink import EventSink
 from trawl.extract.urls import url_hash
 from trawl.store.protocols import ContentIndex
 from trawl.store.values import Blocks, CommitBatch, Duplicates, StorageKey
@@ -104,7 +106,7 @@ class ContentStage:
         store: ContentIndex,
         *,
         text: TextWriter | None = None,
-        events: EventWriter | None = None,
+        events: EventSink | None = None,
         near_duplicates_in_text: bool = True,
     ) -> None:
         self._store = store
@@ -114,7 +116,8 @@ class ContentStage:
 
     async def process(self, batch: CommitBatch, pages: Sequence[FetchedContent]) -> None:
         """Decide ``pages`` (the fingerprinted pages of ``batch``), add the decisions to
-        the batch, write and flush the outputs."""
+        the batch, write and flush the text, and return once the event sink holds every
+        event (a broker's acknowledgement awaited; it waits while the broker is down)."""
         if not pages:
             return
         decisions = await self._decide(batch, pages)
@@ -125,6 +128,7 @@ class ContentStage:
             batch.count("unchanged", not d.changed)
         near_ids = [d.near_duplicate_of for d in decisions if d.near_duplicate_of is not None]
         near_urls = await self._store.existing(near_ids) if near_ids else {}
+        events: list[PageFetched] = []
         for d in decisions:
             if not d.changed:
                 continue
@@ -134,12 +138,13 @@ class ContentStage:
                 self._text.write(_text_record(d.page, d.page.text, near))
                 batch.count("text_records")
             if self._events is not None:
-                self._events.write(_event(d.page))
+                events.append(_event(d.page))
                 batch.count("events")
         if self._text is not None:
             self._text.flush()
-        if self._events is not None:
-            self._events.flush()
+        if events:
+            assert self._events is not None
+            await self._events.publish(events)
 
     def _wants_text(self, d: _Decision) -> bool:
         if d.page.text is None or d.duplicate_of is not None:

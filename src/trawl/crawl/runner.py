@@ -14,7 +14,8 @@ handlers left alone and a :class:`Stopper` as the only way to stop it.
 
 A run checks what it can before it makes the data dir (the seeds, the lease length), so
 that a refused command leaves nothing behind. ``--fresh`` starts every output over: the
-store, the data dir's ``text/`` and ``warc/`` files and the ``--events`` file. Without
+store, the data dir's ``text/`` and ``warc/`` files and the ``--events`` file (a broker's
+stream or queue is left as it is, with a warning). Without
 it, a run resumes the stored crawl only if it names the same seeds and scope
 (:func:`trawl.policy.other_crawl`), and gives the URLs refused for their address another
 go when the networks it may fetch from changed.
@@ -39,7 +40,6 @@ import uvloop
 from rich.console import Console
 
 from trawl.config import CrawlConfig
-from trawl.content.events import EventWriter
 from trawl.content.stage import ContentStage
 from trawl.content.text_files import TextWriter
 from trawl.content.warc import WarcWriter
@@ -50,6 +50,8 @@ from trawl.crawl.gc_tuning import young_gc_threshold
 from trawl.crawl.run_record import RUN_STARTED_KEY
 from trawl.crawl.seeds import seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
+from trawl.events.sink import open_sink
+from trawl.events.target import shown
 from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetch.fdlimit import raise_fd_limit
 from trawl.fetch.fetcher import Fetcher, FetchError
@@ -186,6 +188,14 @@ async def build_engine(
                 tls=tls_context(config.ca_file),
             )
         )
+        metrics = None
+        if config.metrics_port is not None:
+            from trawl.ops.metrics import CrawlMetrics, MetricsServer
+
+            metrics = CrawlMetrics()
+            stack.enter_context(MetricsServer(metrics, config.metrics_port))
+            if uploader is not None:
+                metrics.watch_uploads(uploader.figures)
         content = None
         if config.content:
             text = None
@@ -197,21 +207,18 @@ async def build_engine(
                         on_closed=None if uploader is None else uploader.nudge,
                     )
                 )
-            events = stack.enter_context(EventWriter(config.events)) if config.events else None
+            events = None
+            if config.events is not None:
+                events = open_sink(config.events)
+                await stack.enter_async_context(events)
+                if metrics is not None:
+                    metrics.watch_events(events.stats)
             content = ContentStage(
                 store,
                 text=text,
                 events=events,
                 near_duplicates_in_text=config.text_near_duplicates,
             )
-        metrics = None
-        if config.metrics_port is not None:
-            from trawl.ops.metrics import CrawlMetrics, MetricsServer
-
-            metrics = CrawlMetrics()
-            stack.enter_context(MetricsServer(metrics, config.metrics_port))
-            if uploader is not None:
-                metrics.watch_uploads(uploader.figures)
         yield Crawler(
             config, store, fetcher, extract, content=content, metrics=metrics,
             on_items=on_items, uploader=uploader,
@@ -293,7 +300,12 @@ async def _start_over(config: CrawlConfig) -> None:
             pass
         except OSError as exc:
             raise StoreError(f"cannot empty {config.data_dir / name}: {exc.strerror}") from exc
-    if config.events is not None:
+    if config.events is not None and not isinstance(config.events, Path):
+        log.warning(
+            "--fresh does not empty %s: the events published before stay there",
+            shown(config.events), extra={"events_sink": shown(config.events)},
+        )  # fmt: skip
+    elif config.events is not None:
         try:
             os.truncate(config.events, 0)
         except FileNotFoundError:

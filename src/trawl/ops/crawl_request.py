@@ -11,10 +11,10 @@ rules), so the API refuses what the command line would, with the same words.
 Taken: every option stored with the crawl (scope, politeness, budgets, caps, timeouts,
 freshness: ``Kept.STORED``), and of the machine-local ones those that only shape the
 crawl's own output files in its data dir (`OUTPUTS`; ``events`` is then a file name in
-that data dir, not a path). Refused: the rest of the machine-local options (data dir,
-store, resolver, networks a crawl may reach, concurrency, metrics port ...) and the
-``start`` ones; they belong to the machine, and ``trawl serve`` passes them to every
-crawl (its options after ``--``).
+that data dir, not a path, or a broker URL without credentials). Refused: the rest of
+the machine-local options (data dir, store, resolver, networks a crawl may reach,
+concurrency, metrics port ...) and the ``start`` ones; they belong to the machine, and
+``trawl serve`` passes them to every crawl (its options after ``--``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pydantic import model_validator as pydantic_model_validator
 
 from trawl.cli.seeds import check_seeds
 from trawl.errors import UsageError
+from trawl.events.target import PASSWORD_ENV, USER_ENV, has_credentials, is_url
 from trawl.options import BY_NAME, INT_RANGE, OPTIONS, Kept, Kind, Option, WrongType, toml_text
 from trawl.settings import build_config
 
@@ -77,11 +78,8 @@ def _checked(option: Option) -> Any:
             fitting = option.from_config(value)
         except WrongType as exc:
             raise ValueError(f"{option.name} must be {exc}, got {_shown(value)}") from exc
-        if option.name == "events" and not _FILE_NAME.fullmatch(fitting):
-            raise ValueError(
-                "events must be a file name (letters, digits, . _ -): the file is kept in "
-                "the crawl's data dir"
-            )
+        if option.name == "events":
+            _check_events(fitting)
         texts = fitting if isinstance(fitting, tuple) else (fitting,)
         if any(isinstance(text, str) and "\x00" in text for text in texts):
             raise ValueError(f"{option.name} must not hold a NUL character")
@@ -92,6 +90,24 @@ def _checked(option: Option) -> Any:
         return fitting
 
     return check
+
+
+def _check_events(value: str) -> None:
+    """``events`` of a request: a file name (kept in the crawl's data dir), or a broker
+    URL without credentials (they would be written into the crawl's request file: the
+    server's environment gives them, trawl.events.target)."""
+    if is_url(value):
+        if has_credentials(value):
+            raise ValueError(
+                f"events must not hold credentials: give them to trawl serve as "
+                f"{USER_ENV} and {PASSWORD_ENV}"
+            )
+        return
+    if not _FILE_NAME.fullmatch(value):
+        raise ValueError(
+            "events must be a file name (letters, digits, . _ -): the file is kept in "
+            "the crawl's data dir; or a nats:// or amqp:// URL"
+        )
 
 
 def _shown(value: object) -> str:
@@ -116,7 +132,11 @@ def _json_schema(option: Option) -> dict[str, Any]:
         array = {"type": "array", "items": text, "maxItems": MAX_ITEMS}
         schema = {"anyOf": [text, array]}
     elif option.name == "events":
-        schema = {"type": "string", "pattern": f"^{_FILE_NAME.pattern}$"}
+        schema = {
+            "type": "string",
+            "maxLength": MAX_TEXT,
+            "pattern": f"^({_FILE_NAME.pattern}|(nats|amqp)://[^@]*)$",
+        }
     else:
         schema = {"type": "string", "maxLength": MAX_TEXT}
     shown = option.default_text
@@ -209,7 +229,7 @@ def crawl_arguments(seeds: list[str], values: Mapping[str, Any], data_dir: str) 
             arguments += [option.flag] if value else []
         elif option.kind is Kind.LIST:
             arguments += [f"{option.flag}={item}" for item in value]
-        elif name == "events":
+        elif name == "events" and not is_url(value):
             arguments.append(f"{option.flag}={data_dir}/{value}")
         else:
             arguments.append(f"{option.flag}={value}")

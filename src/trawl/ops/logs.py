@@ -26,6 +26,9 @@ QUIET_LIBRARIES = ("psycopg",)
 """Libraries whose records trawl shows only at debug level, errors apart: when a database
 goes away the driver warns about each query it cancels and each connection it drops, and
 trawl reports the loss itself in one line."""
+SILENT_LIBRARIES = ("nats", "aio_pika", "aiormq")
+"""Libraries whose records trawl shows only at debug level: the broker clients log each
+failed connection as an error, and trawl.events reports an outage itself in one line."""
 LEVELS = ("debug", "info", "warning", "error")
 STATS_LOGGER = "trawl.stats"
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message"}
@@ -79,14 +82,19 @@ class TextFormatter(logging.Formatter):
 def configure_logging(fmt: str = "text", level: str = "warning") -> None:
     """Send the ``trawl`` logger's records at ``level`` and above to stderr in ``fmt``,
     the stats lines at any level, and the records of `QUIET_LIBRARIES` at debug level, or
-    errors only at any other level."""
+    errors only at any other level (`SILENT_LIBRARIES`: nothing at any other level)."""
     handler = StderrHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(TextFormatter())
     quiet = "DEBUG" if level == "debug" else "ERROR"
-    for name, shown in (("trawl", level.upper()), *((lib, quiet) for lib in QUIET_LIBRARIES)):
+    silent = "DEBUG" if level == "debug" else "CRITICAL"
+    for name, shown in (
+        ("trawl", level.upper()),
+        *((lib, quiet) for lib in QUIET_LIBRARIES),
+        *((lib, silent) for lib in SILENT_LIBRARIES),
+    ):
         logger = logging.getLogger(name)
         for old in list(logger.handlers):
             logger.removeHandler(old)

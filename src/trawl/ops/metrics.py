@@ -11,6 +11,9 @@ and whether the store is refusing, trawl.outputs.uploader). Requests per host ar
 for every host but exposed for the ``TOP_HOSTS`` busiest only, so the label set stays
 bounded.
 
+With ``--events`` the sink's own figures (trawl.events.sink's ``SinkStats``: events held,
+failed publications, whether it is up) are read at every scrape too.
+
 ``trawl_fetch_success_total`` counts every page fetched, its label ``fetch`` telling a
 page's first fetch (``first``, the summary's ``fetched``) from a recrawl (``recrawl``,
 the summary's ``recrawled``): a continuous crawl that only revisits pages still shows
@@ -37,6 +40,7 @@ from trawl.resource import Resource
 
 if TYPE_CHECKING:
     from trawl.crawl.capacity import Capacity
+    from trawl.events.sink import SinkStats
     from trawl.fetch.resolver import ResolverStats
     from trawl.frontier.queue import Frontier
     from trawl.outputs.uploader import UploadFigures
@@ -194,6 +198,28 @@ class _UploadsCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=value)
 
 
+class _EventsCollector(Collector):
+    def __init__(self, stats: SinkStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "trawl_events_published",
+            "PageFetched events the sink acknowledged (a repeat after a crash counts again)",
+            value=self._stats.published,
+        )
+        yield CounterMetricFamily(
+            "trawl_event_publish_failures",
+            "Event publications that failed (broker down or refusing) and were retried",
+            value=self._stats.failures,
+        )
+        yield GaugeMetricFamily(
+            "trawl_event_sink_up",
+            "1 if the last publication reached the event sink, 0 while it is retried",
+            value=int(self._stats.up),
+        )
+
+
 class CrawlMetrics:
     """The crawl's metrics; the engine reports to it, Prometheus reads it."""
 
@@ -249,6 +275,10 @@ class CrawlMetrics:
     def watch_uploads(self, figures: Callable[[], UploadFigures]) -> None:
         """Read the ``--output`` uploads' figures from ``figures`` at every scrape."""
         self.registry.register(_UploadsCollector(figures))
+
+    def watch_events(self, stats: SinkStats) -> None:
+        """Read the event sink's ``stats`` at every scrape."""
+        self.registry.register(_EventsCollector(stats))
 
     def committed(self, counters: Mapping[str, int]) -> None:
         """A transaction committed these counter increments."""
