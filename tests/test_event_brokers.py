@@ -47,6 +47,9 @@ from trawl.store.sqlite.store import DB_NAME
 __all__ = ["crawl_name", "destination"]
 
 CONCURRENCY = 8
+POLICY = ["--delay", "0.02", "--response-factor", "0", "--max-depth", "100"]
+"""The policy of a workers' crawl: the site's last pages are 15 links deep, and which
+path reaches a page first depends on the workers' order, so no depth limit."""
 FIELDS = {
     "type", "url", "urlHash", "fetchedAt", "httpStatus", "contentHash", "simhash",
     "storageKey", "outLinks", "changed",
@@ -230,11 +233,7 @@ def test_three_postgres_workers_share_one_stream(
         ]  # fmt: skip
         procs = []
         for index in range(3):
-            command = (
-                ["worker"]
-                if index
-                else ["crawl", *server.site.seeds, "--delay", "0.02", "--response-factor", "0"]
-            )
+            command = ["worker"] if index else ["crawl", *server.site.seeds, *POLICY]
             argv = [
                 sys.executable, "-m", "trawl", *command, *common,
                 "--data-dir", str(tmp_path / f"w{index}"), "--worker-id", f"w{index}",

@@ -109,12 +109,14 @@ def check_bucket(
         assert (size, sha) == (len(held[key]["body"]), held[key]["sha256"])
 
 
-def check_events(moto: MotoServer, bucket: str, events: Path) -> None:
-    """Each event's storageKey range-GETs to the response record of its page."""
+def check_events(moto: MotoServer, bucket: str, events: Path | list[dict[str, Any]]) -> None:
+    """Each event (of a file, or as read from a broker) has a storageKey that range-GETs
+    to the response record of its page."""
     client = moto.client()
-    lines = [json.loads(line) for line in events.read_text().splitlines()]
-    assert lines
-    for event in lines:
+    if isinstance(events, Path):
+        events = [json.loads(line) for line in events.read_text().splitlines()]
+    assert events
+    for event in events:
         where = event["storageKey"]
         assert where["bucket"] == bucket
         assert where["key"].endswith("/" + where["file"])

@@ -97,10 +97,12 @@ class Workers:
         self.procs: dict[str, subprocess.Popen[str]] = {}
         self.extra: list[str] = []
         """More options for every process."""
+        self.policy = list(POLICY)
+        """The crawl's policy, given to the first process (the others take it from the store)."""
 
     def start(self, max_hosts: int) -> str:
         name = f"w{len(self.procs)}"
-        command = ["worker"] if self.procs else ["crawl", *self.server.site.seeds, *POLICY]
+        command = ["worker"] if self.procs else ["crawl", *self.server.site.seeds, *self.policy]
         command += [
             "--store", PG_URL, "--crawl", self.crawl, "--data-dir", str(self.root / name),
             "--worker-id", name, "--max-hosts", str(max_hosts), *LOCAL,
