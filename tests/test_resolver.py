@@ -133,7 +133,7 @@ def dns_fetcher(dns: ScriptedDns) -> Fetcher:
     """A fetcher that asks ``dns`` and may reach 127.0.0.2 only."""
     return Fetcher(
         user_agent="trawl-test/1", timeouts=Timeouts(connect=2, total=5), max_body=1 << 16,
-        concurrency=4, resolver=resolver(dns, ALLOW_TWO, time.monotonic),
+        resolver=resolver(dns, ALLOW_TWO, time.monotonic),
     )  # fmt: skip
 
 
