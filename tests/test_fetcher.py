@@ -270,4 +270,3 @@ async def test_idle_connections_are_kept_for_more_hosts_than_requests_in_flight(
         assert fetcher._client is not None
         assert fetcher._client.opened == len(hosts)
         assert fetcher._client.idle == len(hosts)
-
