@@ -40,11 +40,10 @@ from trawl.fetch.client import (
     ProtocolFailed,
     Response,
     TlsFailed,
-    _split,
-    _split_general,
 )
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, BlockedAddress, GuardedResolver, NameNotFound
+from trawl.fetch.target import BadTarget, split_general, split_url
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -1024,11 +1023,11 @@ def test_a_normalised_url_is_split_as_urlsplit_splits_it(
     for the URLs it reads (the rest go to urlsplit's): origin, target and Host header."""
     url = f"{scheme}://{host}{'' if port is None else f':{port}'}{rest}"
     try:
-        expected: object = _split_general(url)
-    except InvalidTarget as exc:
-        expected = type(exc)
+        expected: object = split_general(url)
+    except BadTarget as exc:
+        expected = str(exc)
     try:
-        got: object = _split(url)
-    except InvalidTarget as exc:
-        got = type(exc)
+        got: object = split_url(url)
+    except BadTarget as exc:
+        got = str(exc)
     assert got == expected

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Self, cast
-from urllib.parse import urlsplit
 
 import httptools
 
-from trawl.fetch.pool import DEFAULT_PORTS, IDLE_TIMEOUT, Origin, Pool
+from trawl.fetch.pool import IDLE_TIMEOUT, Origin, Pool
 from trawl.fetch.resolver import GuardedResolver
+from trawl.fetch.target import BadTarget, split_url
 from trawl.fetch.tls import READ_BUFFER, TlsTransport, default_context
 from trawl.fetch.tls import connect as tls_connect
 
@@ -47,12 +46,6 @@ BUFFER_HIGH = 256 * 1024
 REQUEST_TIMEOUT = 408
 _NO_FILES = frozenset({errno.EMFILE, errno.ENFILE})
 """Why ``socket()`` fails when the process (or the system) has no file descriptor left."""
-_UNSENDABLE = re.compile(r"[^\x21-\x7e]")
-"""Characters a request target cannot carry: controls, spaces and non-ASCII."""
-_PLAIN = re.compile(r"(https?)://([a-z0-9.\-]+)(?::([0-9]{1,5}))?(/[\x21-\x22\x24-\x7e]*)\Z")
-"""An absolute http(s) URL as trawl normalises it: scheme, host name, port, and a path
-(with its query) of printable ASCII without a ``#``."""
-_MAX_PORT = 65535
 
 
 class HttpFailure(Exception):
@@ -455,7 +448,10 @@ class HttpClient:
         """Send a GET for ``url`` and return once the answer's headers are in."""
         if self.closed:
             raise RuntimeError("HttpClient used after close")
-        origin, target, host_header = _split(url)
+        try:
+            origin, target, host_header = split_url(url)
+        except BadTarget as exc:
+            raise InvalidTarget(str(exc)) from exc
         sent = [("Host", host_header), *self._headers]
         request = f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\n{self._fixed}"
         if headers:
@@ -579,51 +575,3 @@ class HttpClient:
         """Close every idle connection; the client takes no more requests."""
         self.closed = True
         self._pool.close()
-
-
-def _split(url: str) -> tuple[Origin, str, str]:
-    """(origin, request target, Host header) of an absolute http(s) URL.
-
-    A URL as trawl normalises it (lower-case scheme and host name, a path, printable
-    ASCII, no fragment) is read with one regular expression: about a tenth of
-    ``urlsplit`` and its ``port`` and ``hostname``, which parse the URL three times, for
-    the same answer (tests/test_http_client.py holds the two to it). Any other URL is
-    read by :func:`_split_general`."""
-    plain = _PLAIN.match(url)
-    if plain is None:
-        return _split_general(url)
-    scheme, host, port_text, rest = plain.groups()
-    port = None if port_text is None else int(port_text)
-    if port is not None and port > _MAX_PORT:
-        return _split_general(url)
-    path, _, query = rest.partition("?")
-    return _parts(scheme, host, port, path, query)
-
-
-def _split_general(url: str) -> tuple[Origin, str, str]:
-    """:func:`_split` of any URL, by ``urlsplit``; InvalidTarget for one that is not an
-    absolute http(s) URL with a host, or has a character a request cannot carry."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidTarget(f"bad URL {url!r}: {exc}") from exc
-    scheme = parts.scheme.lower()
-    host = parts.hostname
-    if scheme not in DEFAULT_PORTS or not host:
-        raise InvalidTarget(f"not an http(s) URL with a host: {url!r}")
-    if _UNSENDABLE.search(url):
-        raise InvalidTarget(f"a space, control or non-ASCII character in URL {url!r}")
-    return _parts(scheme, host, port, parts.path, parts.query)
-
-
-def _parts(
-    scheme: str, host: str, port: int | None, path: str, query: str
-) -> tuple[Origin, str, str]:
-    default = DEFAULT_PORTS[scheme]
-    named = f"[{host}]" if ":" in host else host
-    target = path or "/"
-    if query:
-        target += "?" + query
-    host_header = named if port in (None, default) else f"{named}:{port}"
-    return (scheme, named, port or default), target, host_header
