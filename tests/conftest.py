@@ -271,7 +271,6 @@ def loopback_fetcher(
         user_agent=user_agent,
         timeouts=timeouts,
         max_body=max_body,
-        concurrency=4,
         resolver=GuardedResolver(
             AddressPolicy(server.allow_networks()), overrides=server.resolve_map()
         ),

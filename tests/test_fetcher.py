@@ -242,8 +242,31 @@ async def test_fetch_outside_the_context_is_refused() -> None:
         user_agent="trawl-test/1",
         timeouts=Timeouts(),
         max_body=CAP,
-        concurrency=1,
         resolver=GuardedResolver(AddressPolicy()),
     )
     with pytest.raises(RuntimeError, match="outside its context"):
         await idle.fetch("http://fetch.test/")
+
+
+async def test_idle_connections_are_kept_for_more_hosts_than_requests_in_flight(
+    server: SiteServer,
+) -> None:
+    """A polite crawl has far more hosts at rest between turns than requests in flight:
+    each host's idle connection is kept for its next turn (within the idle timeout and
+    the file-descriptor budget), not closed to make room for another host's."""
+    hosts = [f"h{n}.fetch.test" for n in range(300)]
+    address = server.resolve_map()["fetch.test"]
+    resolver = GuardedResolver(
+        AddressPolicy(server.allow_networks()), overrides=dict.fromkeys(hosts, address)
+    )
+    async with Fetcher(
+        user_agent="trawl-test/1", timeouts=Timeouts(connect=2.0, total=2.0), max_body=CAP,
+        resolver=resolver,
+    ) as fetcher:  # fmt: skip
+        for _ in range(2):
+            for host in hosts:
+                result = await fetcher.fetch(server.site.url(host, "/"))
+                assert result.status is not None, result.error
+        assert fetcher._client is not None
+        assert fetcher._client.opened == len(hosts)
+        assert fetcher._client.idle == len(hosts)

@@ -126,3 +126,44 @@ async def test_after_a_lease_that_found_fewer_hosts_than_asked_hosts_are_leased_
         now[0] += RECHECK
         await frontier.refill()
         assert store.leases == 3
+
+
+def empty_buffers(frontier: Frontier) -> set[int]:
+    """The held hosts whose buffer is empty, as the frontier keeps them; checked against
+    every held host's buffer."""
+    kept = set(frontier._empty)
+    assert kept == {slot.id for slot in frontier.held if not slot.queue}
+    return kept
+
+
+async def test_with_many_hosts_held_the_hosts_with_an_empty_buffer_are_asked(
+    tmp_path: Path,
+) -> None:
+    """Held past a share of two URLs a host, a refill asks exactly the held hosts whose
+    buffer is empty (taken to its end, or drained by a refusal) and whose last claim did
+    not come back short; a host given back is not asked."""
+    now = [100.0]
+    async with CountingStore(tmp_path) as store:
+        store.asked, store.leases = [], 0
+        await store.commit(discovered("h00.test", 1))
+        for n in range(1, 30):
+            await store.commit(discovered(f"h{n:02}.test", 10))
+        scheduler, frontier = on_clock(store, now)  # 40 places for 30 hosts: a share of 1
+        assert await frontier.refill() == 30
+        assert empty_buffers(frontier) == set()
+        slots = sorted(scheduler.slots(), key=lambda slot: slot.name)
+        empty(scheduler, slots[0], slots[1])
+        scheduler.drain(slots[2])  # as a refusal does
+        await frontier.release(slots[3])
+        assert empty_buffers(frontier) == {slots[0].id, slots[1].id, slots[2].id}
+        assert await frontier.refill() == 2  # h00 had no more
+        assert store.asked[-1] == {slots[0].id, slots[1].id, slots[2].id}
+        assert empty_buffers(frontier) == {slots[0].id}
+        empty(scheduler, slots[1], slots[4])
+        assert await frontier.refill() == 2
+        assert store.asked[-1] == {slots[1].id, slots[4].id}  # h00 came back short
+        now[0] += RECHECK
+        empty(scheduler, slots[5])
+        assert await frontier.refill() == 1
+        assert store.asked[-1] == {slots[0].id, slots[5].id}
+        assert empty_buffers(frontier) == {slots[0].id}

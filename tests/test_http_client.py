@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from dns_server import ScriptedDns
 from trawl.fetch.client import (
@@ -41,6 +43,7 @@ from trawl.fetch.client import (
 )
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, BlockedAddress, GuardedResolver, NameNotFound
+from trawl.fetch.target import BadTarget, split_general, split_url
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -995,3 +998,36 @@ async def test_close_hangs_up_idle_connections_and_refuses_new_gets() -> None:
         with pytest.raises(RuntimeError):
             await closing.get(server.url("/"))
     assert server.paths() == [["/"]]
+
+
+_URL_TEXT = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=30)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTP", "ftp"]),
+    host=st.from_regex(r"[a-zA-Z0-9.\-]{1,20}", fullmatch=True),
+    port=st.one_of(st.none(), st.integers(0, 70_000)),
+    rest=st.one_of(_URL_TEXT.map(lambda text: "/" + text), _URL_TEXT),
+)
+@example(scheme="http", host="a.test", port=None, rest="/x?")
+@example(scheme="http", host="a.test", port=None, rest="/x?a?b")
+@example(scheme="https", host="a.test", port=443, rest="/")
+@example(scheme="http", host="a.test", port=0, rest="/")
+@example(scheme="http", host="a.test", port=65_536, rest="/")
+@example(scheme="http", host="a.test.", port=None, rest="/p#frag")
+def test_a_normalised_url_is_split_as_urlsplit_splits_it(
+    scheme: str, host: str, port: int | None, rest: str
+) -> None:
+    """The one-expression reading of a URL trawl normalised gives what urlsplit's gives,
+    for the URLs it reads (the rest go to urlsplit's): origin, target and Host header."""
+    url = f"{scheme}://{host}{'' if port is None else f':{port}'}{rest}"
+    try:
+        expected: object = split_general(url)
+    except BadTarget as exc:
+        expected = str(exc)
+    try:
+        got: object = split_url(url)
+    except BadTarget as exc:
+        got = str(exc)
+    assert got == expected

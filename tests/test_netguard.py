@@ -50,3 +50,18 @@ def test_allowed_ranges_open_exactly_those_addresses() -> None:
     assert not policy.permits("::1")
     assert not policy.permits("10.0.0.1")
     assert policy.refusal("169.254.169.254") == "link-local"
+
+
+def test_a_remembered_verdict_is_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each address string is judged once and its verdict kept: asked again, in any
+    order and past the point where the kept verdicts start again, the answer is the
+    same as a fresh policy's."""
+    monkeypatch.setattr("trawl.fetch.netguard.VERDICTS_KEPT", 8)
+    allowed = [ipaddress.ip_network("127.0.0.0/8")]
+    policy = AddressPolicy(allowed)
+    addresses = [*REFUSED, *PUBLIC] * 3
+    verdicts = [policy.refusal(address) for address in addresses]
+    assert verdicts == [AddressPolicy(allowed).refusal(address) for address in addresses]
+    assert policy.refusal("127.0.0.1") is None
+    assert policy.refusal("10.0.0.1") == "private"
+    assert len(policy._verdicts) <= 8

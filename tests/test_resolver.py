@@ -103,6 +103,28 @@ async def test_the_cache_is_bounded() -> None:
             await guarded.close()
 
 
+async def test_literals_are_not_looked_up_and_names_like_them_are() -> None:
+    """An IP literal is its own answer; a name that only starts with a digit, or looks
+    like a bracketed IPv4 address, is a name, looked up in DNS."""
+    clock = FakeClock()
+    script = {"1.test": [[("127.0.0.2", 60)]], "2e100.test": [[("127.0.0.1", 60)]]}
+    with ScriptedDns(script) as dns:
+        guarded = resolver(dns, ALLOW_TWO, clock)
+        try:
+            assert await guarded.addresses("127.0.0.2") == ("127.0.0.2",)
+            assert await guarded.addresses("1.test") == ("127.0.0.2",)
+            with pytest.raises(BlockedAddress, match=r"127\.0\.0\.1, a loopback address"):
+                await guarded.addresses("2e100.test")
+            with pytest.raises(BlockedAddress, match=r"::1, a loopback address"):
+                await guarded.addresses("[::1]")
+            with pytest.raises(BlockedAddress, match=r"a loopback \(inside ::ffff:7f00:1\)"):
+                await guarded.addresses("[::ffff:7f00:1]")
+        finally:
+            await guarded.close()
+    assert (dns.queries["1.test"], dns.queries["2e100.test"]) == (1, 1)
+    assert "127.0.0.2" not in dns.queries
+
+
 async def test_rebinding_to_a_private_address_is_refused() -> None:
     script = {"rebind.test": [[("127.0.0.2", 1)], [("127.0.0.1", 1)]]}
     with ScriptedDns(script) as dns:
@@ -133,7 +155,7 @@ def dns_fetcher(dns: ScriptedDns) -> Fetcher:
     """A fetcher that asks ``dns`` and may reach 127.0.0.2 only."""
     return Fetcher(
         user_agent="trawl-test/1", timeouts=Timeouts(connect=2, total=5), max_body=1 << 16,
-        concurrency=4, resolver=resolver(dns, ALLOW_TWO, time.monotonic),
+        resolver=resolver(dns, ALLOW_TWO, time.monotonic),
     )  # fmt: skip
 
 

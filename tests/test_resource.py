@@ -17,7 +17,7 @@ async def test_resources_close_on_exit_and_close_twice(tmp_path: Path) -> None:
     settings = ExtractSettings(("http://a.test/",), ScopeConfig(), DEFAULT_RULES, "trawl", True, 10)
     async with (
         SQLiteStore(tmp_path) as store,
-        Fetcher(user_agent="trawl/0", timeouts=Timeouts(), max_body=10, concurrency=1,
+        Fetcher(user_agent="trawl/0", timeouts=Timeouts(), max_body=10,
                 resolver=GuardedResolver(AddressPolicy())) as fetcher,
         ExtractPool(settings, workers=1) as pool,
     ):  # fmt: skip

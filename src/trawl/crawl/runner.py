@@ -43,7 +43,6 @@ from trawl.config import CrawlConfig
 from trawl.content.stage import ContentStage
 from trawl.content.text_files import TextWriter
 from trawl.content.warc import WarcWriter
-from trawl.crawl.capacity import AUTO_REQUESTS
 from trawl.crawl.commit import OnItems
 from trawl.crawl.engine import Crawler
 from trawl.crawl.gc_tuning import young_gc_threshold
@@ -177,7 +176,6 @@ async def build_engine(
                 user_agent=config.user_agent,
                 timeouts=config.timeouts,
                 max_body=config.limits.max_body,
-                concurrency=config.concurrency or AUTO_REQUESTS,
                 resolver=GuardedResolver(
                     AddressPolicy(config.allow_networks),
                     overrides=config.resolve,

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Self, cast
-from urllib.parse import urlsplit
 
 import httptools
 
-from trawl.fetch.pool import DEFAULT_PORTS, IDLE_TIMEOUT, Origin, Pool
+from trawl.fetch.pool import IDLE_TIMEOUT, Origin, Pool
 from trawl.fetch.resolver import GuardedResolver
+from trawl.fetch.target import BadTarget, split_url
 from trawl.fetch.tls import READ_BUFFER, TlsTransport, default_context
 from trawl.fetch.tls import connect as tls_connect
 
@@ -47,8 +46,6 @@ BUFFER_HIGH = 256 * 1024
 REQUEST_TIMEOUT = 408
 _NO_FILES = frozenset({errno.EMFILE, errno.ENFILE})
 """Why ``socket()`` fails when the process (or the system) has no file descriptor left."""
-_UNSENDABLE = re.compile(r"[^\x21-\x7e]")
-"""Characters a request target cannot carry: controls, spaces and non-ASCII."""
 
 
 class HttpFailure(Exception):
@@ -451,7 +448,10 @@ class HttpClient:
         """Send a GET for ``url`` and return once the answer's headers are in."""
         if self.closed:
             raise RuntimeError("HttpClient used after close")
-        origin, target, host_header = _split(url)
+        try:
+            origin, target, host_header = split_url(url)
+        except BadTarget as exc:
+            raise InvalidTarget(str(exc)) from exc
         sent = [("Host", host_header), *self._headers]
         request = f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\n{self._fixed}"
         if headers:
@@ -575,25 +575,3 @@ class HttpClient:
         """Close every idle connection; the client takes no more requests."""
         self.closed = True
         self._pool.close()
-
-
-def _split(url: str) -> tuple[Origin, str, str]:
-    """(origin, request target, Host header) of an absolute http(s) URL."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidTarget(f"bad URL {url!r}: {exc}") from exc
-    scheme = parts.scheme.lower()
-    host = parts.hostname
-    if scheme not in DEFAULT_PORTS or not host:
-        raise InvalidTarget(f"not an http(s) URL with a host: {url!r}")
-    if _UNSENDABLE.search(url):
-        raise InvalidTarget(f"a space, control or non-ASCII character in URL {url!r}")
-    default = DEFAULT_PORTS[scheme]
-    named = f"[{host}]" if ":" in host else host
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
-    host_header = named if port in (None, default) else f"{named}:{port}"
-    return (scheme, named, port or default), target, host_header

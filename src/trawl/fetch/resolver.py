@@ -202,6 +202,18 @@ class _Cached:
     expires: float
 
 
+def _literal(name: str) -> str | None:
+    """``name`` (lower case, bracketed or not) as an IP address literal, or None when it
+    is a host name. Only a name that starts with a digit (IPv4) or holds a colon (IPv6)
+    can be one, so a host name is told without a parse and its exception."""
+    if not (name.lstrip("[")[:1].isdigit() or ":" in name):
+        return None
+    try:
+        return str(ipaddress.ip_address(name.strip("[]")))
+    except ValueError:
+        return None
+
+
 class GuardedResolver:
     """The HTTP client's resolver: overrides, the hosts file, a TTL cache of DNS answers
     and the address policy."""
@@ -246,10 +258,7 @@ class GuardedResolver:
     async def addresses(self, host: str) -> tuple[str, ...]:
         """The permitted addresses of ``host``; BlockedAddress or NameNotFound if none."""
         name = host.lower().rstrip(".")
-        try:
-            literal: str | None = str(ipaddress.ip_address(name.strip("[]")))
-        except ValueError:
-            literal = None
+        literal = _literal(name)
         if literal is not None:
             found: tuple[str, ...] = (literal,)
         elif name in self._overrides:
@@ -268,11 +277,9 @@ class GuardedResolver:
     def _resolved(self, name: str) -> bool:
         """Whether ``name`` is answered without DNS (an IP literal, an override, the
         hosts file)."""
-        try:
-            ipaddress.ip_address(name.strip("[]"))
-        except ValueError:
-            return name in self._overrides or bool(self._hosts.addresses(name))
-        return True
+        if _literal(name) is not None:
+            return True
+        return name in self._overrides or bool(self._hosts.addresses(name))
 
     async def _cached_or_looked_up(self, name: str) -> tuple[str, ...]:
         entry = self._cache.get(name)

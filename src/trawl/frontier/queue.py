@@ -68,6 +68,10 @@ class Frontier:
         self._on_lease = on_lease
         self._clock = clock
         self._held: dict[int, HostSlot] = {}
+        self._empty: dict[int, None] = {}
+        """The held hosts whose buffer is empty, kept as buffers change (the scheduler's
+        ``on_emptied``, and this frontier's claims, leases and releases)."""
+        scheduler.on_emptied = self._emptied
         self._drained: dict[int, float] = {}
         self._lease_again = 0.0
         """No host is leased before this clock time: the last lease found no more."""
@@ -152,6 +156,8 @@ class Frontier:
             slot = self._scheduler.slot(lease.host_id, lease.name)
             slot.lease(lease.generation, started + self._policy.ttl)
             self._held[lease.host_id] = slot
+            if not slot.queue:
+                self._empty[lease.host_id] = None
             wait = max(0.0, lease.next_eligible_at - wall)
             self._scheduler.hold(slot, started + wait)
             if self._on_lease is not None:
@@ -163,11 +169,17 @@ class Frontier:
         share = self._share()
         now = self._clock()
         drained = self._drained
-        wanted = {
-            host_id: share - len(slot.queue)
-            for host_id, slot in self._held.items()
-            if len(slot.queue) * 2 < share and drained.get(host_id, 0.0) <= now
-        }
+        if share <= 2:
+            # A buffer runs low (below half the share) only when it is empty: the held
+            # hosts with an empty one are known, and a scan of every held host at every
+            # refill cost more than the claim as thousands were held (bench.world).
+            wanted = {host_id: share for host_id in self._empty if drained.get(host_id, 0.0) <= now}
+        else:
+            wanted = {
+                host_id: share - len(slot.queue)
+                for host_id, slot in self._held.items()
+                if len(slot.queue) * 2 < share and drained.get(host_id, 0.0) <= now
+            }
         if not wanted:
             return 0
         generations = {host_id: self._held[host_id].generation for host_id in wanted}
@@ -181,6 +193,7 @@ class Frontier:
             # A lease lost while the claim ran: the URLs are the next owner's to take back.
             if slot is not None and slot.generation == generations[host_id]:
                 self._scheduler.add(slot, urls)
+                self._empty.pop(host_id, None)
         for host_id, want in wanted.items():
             if len(by_host.get(host_id, ())) < want:
                 drained[host_id] = now + RECHECK
@@ -193,6 +206,11 @@ class Frontier:
                 if slot is not None and slot.idle():
                     await self.release(slot)
         return len(claimed)
+
+    def _emptied(self, slot: HostSlot) -> None:
+        """The scheduler emptied ``slot``'s buffer."""
+        if slot.id in self._held:
+            self._empty[slot.id] = None
 
     def recheck(self) -> None:
         """URLs of any host may be queued again (recrawls came due): the next refill
@@ -211,6 +229,7 @@ class Frontier:
         """Give a held host back (its buffered URLs return to the store's queue)."""
         if slot.generation is None or self._held.pop(slot.id, None) is None:
             return
+        self._empty.pop(slot.id, None)
         self._drained.pop(slot.id, None)
         next_eligible = time.time() + max(0.0, slot.next_ready - self._clock())
         release = Release(slot.id, slot.generation, next_eligible)
@@ -248,6 +267,7 @@ class Frontier:
                 slot.renew_lease(started + self._policy.ttl)
                 continue
             del self._held[host_id]
+            self._empty.pop(host_id, None)
             self._drained.pop(host_id, None)
             self._scheduler.drain(slot)
             slot.end_lease()

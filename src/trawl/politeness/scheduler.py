@@ -241,6 +241,8 @@ class HostScheduler:
         self._seq = itertools.count()
         self.buffered = 0
         self.inflight = 0
+        self.on_emptied: Callable[[HostSlot], None] | None = None
+        """Hears of each host whose buffer became empty (the frontier's refills)."""
 
     def slot(self, host_id: int, name: str) -> HostSlot:
         """The slot of a host, created on first use."""
@@ -267,13 +269,18 @@ class HostScheduler:
     def take(self, slot: HostSlot) -> QueuedURL:
         """Remove the next buffered URL of a host."""
         self.buffered -= 1
-        return slot.queue.pop(0)
+        url = slot.queue.pop(0)
+        if not slot.queue and self.on_emptied is not None:
+            self.on_emptied(slot)
+        return url
 
     def drain(self, slot: HostSlot) -> list[QueuedURL]:
         """Remove every buffered URL of a host."""
         urls = list(slot.queue)
         slot.queue.clear()
         self.buffered -= len(urls)
+        if self.on_emptied is not None:
+            self.on_emptied(slot)
         return urls
 
     def assign_address(self, slot: HostSlot, address: str | None) -> None:
