@@ -1,5 +1,5 @@
-"""Where ``--output s3://BUCKET/PREFIX`` sends the closed WARC, text and items files, and the key
-each file gets there.
+"""Where ``--output s3://BUCKET/PREFIX`` sends the closed WARC, text and items files, and
+the key each file gets there.
 
 A file's key names the crawl, the output, the day its writer started it and the file,
 whose name carries the worker's tag (:func:`worker_tag`) and the time to the second or
