@@ -143,6 +143,7 @@ def test_a_crawl_uploads_every_file_and_events_name_their_records(
     assert "pending" not in uploads
     assert "failures" not in uploads
     assert local_outputs(data_dir) == []
+    assert not (data_dir / "items").exists(), "a crawl without handlers writes no items files"
     held = objects(moto_s3, bucket)
     assert len(held) == uploads["files"]
     check_bucket(server, data_dir, held, "w:1")

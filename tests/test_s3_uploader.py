@@ -134,6 +134,9 @@ def test_keys_name_the_crawl_the_output_the_day_and_the_worker() -> None:
     assert layout.key("text", TEXT) == f"a/b/c1/text/2026/12/06/{TEXT}"
     assert layout.key("warc", f"{WARC}.warc.gz.open") is None
     assert layout.key("text", "notes.txt") is None
+    items = TEXT.replace("text-", "items-")
+    assert layout.key("items", items) == f"a/b/c1/items/2026/12/06/{items}"
+    assert layout.key("items", items + ".open") is None
     assert KeyLayout(parse_output("s3://bucket", None), "c1").key("text", TEXT) == (
         f"c1/text/2026/12/06/{TEXT}"
     )

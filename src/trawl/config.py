@@ -271,7 +271,7 @@ class CrawlConfig:
     """Where a PageFetched event per new or changed page goes: a JSONL file (a path), a
     NATS JetStream subject or a RabbitMQ exchange (trawl.events.target)."""
     output: ObjectTarget | None = None
-    """Upload the closed WARC and text files to this bucket (trawl.outputs.uploader)."""
+    """Upload the closed WARC, text and items files to this bucket (trawl.outputs.uploader)."""
     store: StoreLocation | None = None
     """Where the crawl state lives; None: SQLite in ``data_dir``."""
     fresh: bool = False

@@ -367,10 +367,10 @@ OPTIONS: tuple[Option, ...] = (
                    "Credentials in the URL or in `TRAWL_EVENTS_USER` and "
                    "`TRAWL_EVENTS_PASSWORD`; never stored or logged "
                    "(docs/OUTPUTS.md#events)."),
-    Option("output", Kind.TEXT, _OUTPUTS, "Upload each closed --warc and --text file to this "
-           "S3-API bucket and key prefix.", metavar="s3://BUCKET/PREFIX", kept=_LOCAL,
-           details="Keys are PREFIX/CRAWL/warc/YYYY/MM/DD/FILE (text/ for text), each put once "
-                   "with If-None-Match and its SHA-256; credentials and region from the AWS "
+    Option("output", Kind.TEXT, _OUTPUTS, "Upload each closed --warc, --text and items file "
+           "to this S3-API bucket and key prefix.", metavar="s3://BUCKET/PREFIX", kept=_LOCAL,
+           details="Keys are PREFIX/CRAWL/warc|text|items/YYYY/MM/DD/FILE, each put once with "
+                   "If-None-Match and its SHA-256; credentials and region from the AWS "
                    "environment, profile or instance role (docs/OUTPUTS.md)."),
     Option("s3_endpoint", Kind.TEXT, _OUTPUTS, "The S3-API endpoint of --output: MinIO, "
            "Cloudflare R2, Ceph RGW...", metavar="URL", shown_default="AWS S3", kept=_LOCAL),

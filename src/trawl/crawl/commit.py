@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from trawl.content.stage import ContentStage, FetchedContent
 from trawl.frontier.inlinks import InlinkCounter
 from trawl.frontier.seen import SeenSet
+from trawl.handlers.item_files import ItemWriter
 from trawl.store.protocols import Commits
 from trawl.store.values import CommitBatch, CommitResult, PageItems
 
@@ -78,12 +79,15 @@ class Committer:
         content: ContentStage | None = None,
         on_store: Callable[[float], None] | None = None,
         on_items: OnItems | None = None,
+        item_files: ItemWriter | None = None,
     ) -> None:
         """``hurry`` (default ``max_batch``) is how many waiting pages end a linger;
         ``on_store`` hears how long each store transaction took (seconds); ``on_items``
-        the page items each transaction wrote."""
+        the page items each transaction wrote; ``item_files`` gets each batch's items
+        before its transaction (``--output`` in a handler crawl)."""
         self._on_store = on_store
         self._on_items = on_items
+        self._item_files = item_files
         self._store = store
         self._content = content
         self._seen = seen
@@ -156,6 +160,8 @@ class Committer:
             # Outputs are flushed before the commit: a kill in between repeats them on
             # resume (at least once), never loses them.
             await self._content.process(batch, content)
+        if self._item_files is not None:
+            self._write_items(batch)
         started = time.perf_counter()
         result = await self._store.commit(batch)
         if self._on_store is not None:
@@ -164,3 +170,12 @@ class Committer:
         # Committed, the batch's items are those the store wrote (fenced parts settled).
         if self._on_items is not None and batch.items:
             self._on_items(batch.items)
+
+    def _write_items(self, batch: CommitBatch) -> None:
+        """Write and flush the batch's items, its fenced parts' too (a part the store
+        then refuses is fetched again by the host's new holder, whose items have the
+        same keys)."""
+        assert self._item_files is not None
+        pages = [*batch.items, *(page for part in batch.fenced for page in part.items)]
+        if pages and self._item_files.write(pages):
+            self._item_files.flush()

@@ -54,6 +54,7 @@ from trawl.store.protocols import Store
 from trawl.store.values import CommitBatch, CommitResult, Fence, Release
 
 if TYPE_CHECKING:
+    from trawl.handlers.item_files import ItemWriter
     from trawl.ops.metrics import CrawlMetrics, Levels
     from trawl.outputs.uploader import Uploader
 
@@ -81,6 +82,7 @@ class Crawler:
         rng: random.Random | None = None,
         on_items: OnItems | None = None,
         uploader: Uploader | None = None,
+        item_files: ItemWriter | None = None,
     ) -> None:
         self._config = config
         self.uploader = uploader
@@ -123,6 +125,7 @@ class Crawler:
             content=content,
             on_store=metrics.stored if metrics else None,
             on_items=on_items,
+            item_files=item_files,
         )
         self._counts: dict[str, int] = {}
         self._rules = LiveRules()

@@ -313,7 +313,7 @@ class PageJob:
             if found.handled is not None:
                 if found.handled.error is not None:
                     raise HandlerFailed(found.handled.error)
-                batch.items.append(PageItems(url.id, wall, found.handled.items))
+                batch.items.append(PageItems(url.id, wall, found.handled.items, url.url))
                 for uid, priority in found.handled.priorities:
                     batch.listed[uid] = Listed(Kind.PAGE, priority)
             canonical = found.canonical

@@ -57,6 +57,7 @@ from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.fetch.tls import tls_context
+from trawl.handlers.item_files import ItemWriter
 from trawl.ops.progress import log_stats, show_progress, store_figures
 from trawl.ops.summary import Summary
 from trawl.outputs.target import KeyLayout, Kind, worker_tag
@@ -77,6 +78,8 @@ WARC_DIR = "warc"
 """Where ``--warc`` files go, inside the data dir."""
 TEXT_DIR = "text"
 """Where ``--text`` files go, inside the data dir."""
+ITEMS_DIR = "items"
+"""Where the items files of a handler crawl with ``--output`` go, inside the data dir."""
 
 LOCK_NAME = "crawl.lock"
 
@@ -171,6 +174,15 @@ async def build_engine(
                     locate=None if uploader is None else _locate_warc(uploader.layout),
                 )
             )
+        item_files = None
+        if uploader is not None and config.handlers:
+            item_files = stack.enter_context(
+                ItemWriter(
+                    config.data_dir / ITEMS_DIR,
+                    prefix=_file_prefix("items", config, uploader),
+                    on_closed=uploader.nudge,
+                )
+            )
         fetcher = await stack.enter_async_context(
             Fetcher(
                 user_agent=config.user_agent,
@@ -219,7 +231,7 @@ async def build_engine(
             )
         yield Crawler(
             config, store, fetcher, extract, content=content, metrics=metrics,
-            on_items=on_items, uploader=uploader,
+            on_items=on_items, uploader=uploader, item_files=item_files,
         )  # fmt: skip
 
 
@@ -235,6 +247,7 @@ async def _uploader(
     directories: dict[Kind, Path] = {
         "warc": config.data_dir / WARC_DIR,
         "text": config.data_dir / TEXT_DIR,
+        "items": config.data_dir / ITEMS_DIR,
     }
     return await stack.enter_async_context(
         Uploader(layout, directories, store, config.leases.worker)
@@ -291,7 +304,7 @@ def _other_crawl_message(location: StoreLocation, other: str) -> str:
 async def _start_over(config: CrawlConfig) -> None:
     """``--fresh``: delete the stored crawl and the outputs of its runs."""
     await config.location.remove()
-    for name in (TEXT_DIR, WARC_DIR):
+    for name in (TEXT_DIR, WARC_DIR, ITEMS_DIR):
         try:
             shutil.rmtree(config.data_dir / name)
         except FileNotFoundError:

@@ -83,12 +83,18 @@ def _cell(value: object) -> object:
     return value if isinstance(value, _CELL_TYPES) else json.dumps(value, ensure_ascii=False)
 
 
-def _item_record(item: ItemRow) -> dict[str, object]:
+def item_record(item: ItemRow) -> dict[str, object]:
     """An item's own fields, then :data:`ITEM_FIELDS`."""
     fields: dict[str, object] = json.loads(item.data)
     fetched = datetime.fromtimestamp(item.fetched_at, UTC).isoformat(timespec="seconds")
     fields.update(_url=item.url, _key=item.key, _fetched_at=fetched)
     return fields
+
+
+def item_line(item: ItemRow) -> str:
+    """An item as one JSON line of ``trawl export --items`` (without its newline): its
+    :func:`item_record`, non-ASCII characters kept as they are."""
+    return json.dumps(item_record(item), ensure_ascii=False)
 
 
 async def export_items(location: StoreLocation, fmt: str, out: TextIO) -> int:
@@ -102,7 +108,7 @@ async def export_items(location: StoreLocation, fmt: str, out: TextIO) -> int:
     async with location.open(readonly=True) as store:
         if fmt != "csv":
             async for item in store.items():
-                out.write(json.dumps(_item_record(item), ensure_ascii=False) + "\n")
+                out.write(item_line(item) + "\n")
                 count += 1
             return count
         names = dict.fromkeys(ITEM_FIELDS)
@@ -111,7 +117,7 @@ async def export_items(location: StoreLocation, fmt: str, out: TextIO) -> int:
         writer = csv.DictWriter(out, fieldnames=list(names), lineterminator="\n")
         writer.writeheader()
         async for item in store.items():
-            record = _item_record(item)
+            record = item_record(item)
             writer.writerow({name: _cell(value) for name, value in record.items()})
             count += 1
     return count

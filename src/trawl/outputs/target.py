@@ -1,5 +1,5 @@
-"""Where ``--output s3://BUCKET/PREFIX`` sends the closed WARC and text files, and the key
-each file gets there.
+"""Where ``--output s3://BUCKET/PREFIX`` sends the closed WARC, text and items files, and
+the key each file gets there.
 
 A file's key names the crawl, the output, the day its writer started it and the file,
 whose name carries the worker's tag (:func:`worker_tag`) and the time to the second or
@@ -8,6 +8,7 @@ finer::
     PREFIX/CRAWL/warc/2026/12/06/trawl-WORKER-20261206120501123456-00001-a1b2c3.warc.gz
     PREFIX/CRAWL/warc/2026/12/06/trawl-WORKER-20261206120501123456-00001-a1b2c3.cdxj
     PREFIX/CRAWL/text/2026/12/06/text-WORKER-20261206T120501-00000-d4e5f6.jsonl.gz
+    PREFIX/CRAWL/items/2026/12/06/items-WORKER-20261206T120501-00000-0a1b2c.jsonl.gz
 
 The key is a function of the file's name alone, so it is known while the file is still
 being written (the ``storageKey`` of a PageFetched event names it) and is the same when
@@ -25,7 +26,7 @@ from typing import Literal
 
 from trawl.errors import UsageError
 
-Kind = Literal["warc", "text"]
+Kind = Literal["warc", "text", "items"]
 """Which output a file belongs to: its directory in the data dir and in the key."""
 
 MAX_OBJECT_SIZE = 5 * 1024**3
@@ -39,6 +40,7 @@ _TAG_CHARS = re.compile(r"[^A-Za-z0-9.-]+")
 _NAMES: dict[Kind, re.Pattern[str]] = {
     "warc": re.compile(r".+-(\d{4})(\d{2})(\d{2})\d{12}-\d{5}-[0-9a-f]{6}(?:\.warc\.gz|\.cdxj)"),
     "text": re.compile(r".+-(\d{4})(\d{2})(\d{2})T\d{6}-\d{5}(?:-[0-9a-f]{6})?\.jsonl\.gz"),
+    "items": re.compile(r".+-(\d{4})(\d{2})(\d{2})T\d{6}-\d{5}-[0-9a-f]{6}\.jsonl\.gz"),
 }
 
 

@@ -1,7 +1,7 @@
 """The uploader stage: each closed output file to the object store, off the event loop.
 
-With ``--output s3://BUCKET/PREFIX`` the uploader looks through the data dir's ``warc/``
-and ``text/`` directories when it starts, whenever a writer closes a file, every few
+With ``--output s3://BUCKET/PREFIX`` the uploader looks through the data dir's ``warc/``,
+``text/`` and ``items/`` directories when it starts, whenever a writer closes a file, every few
 seconds, and when the crawl ends. Each file under its final name (never a ``.open``
 one), as the writers name them, is an upload to make unless the store records its key
 (``uploads``, schema migration 14): a WARC file once its CDXJ index is beside it, then

@@ -328,6 +328,9 @@ class PageItems(NamedTuple):
     url_id: int
     fetched_at: float
     items: tuple[str, ...]
+    url: str = ""
+    """The page's URL, for the items files (trawl.handlers.item_files); the store keys
+    the items by ``url_id`` alone."""
 
 
 STALE_COUNTER = "stale_completions"
