@@ -199,10 +199,13 @@ def test_a_broker_gone_mid_crawl_stalls_the_crawl_and_loses_nothing(
         )
         proc = start_and_wait(command, server, pages=30)
         proxy.stop()
-        time.sleep(1.0)
-        before = sum(is_page(r.path) for r in server.requests)
-        assert metric(port, "trawl_event_sink_up") == 0
+        deadline = time.monotonic() + 20
+        while metric(port, "trawl_event_sink_up") != 0:
+            assert time.monotonic() < deadline, "the sink was never seen down"
+            time.sleep(0.05)
         assert metric(port, "trawl_event_publish_failures_total") > 0
+        time.sleep(0.5)  # the requests in flight when the broker went come back
+        before = sum(is_page(r.path) for r in server.requests)
         time.sleep(1.5)
         assert sum(is_page(r.path) for r in server.requests) == before, "the crawl went on"
         assert proc.poll() is None

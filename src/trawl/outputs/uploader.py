@@ -222,8 +222,11 @@ class Uploader(AsyncResource):
     async def _passes(self) -> None:
         while True:
             self._wake.clear()
+            # Only a pass that began after close() was asked for has seen every file: one
+            # under way then may have looked before the writers' last files were closed.
+            closing = self._closing
             finished = await self._upload_pending()
-            if self._closing and finished:
+            if closing and finished:
                 return
             if self._paused is not None:
                 await asyncio.sleep(self._retry_in)
