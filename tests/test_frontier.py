@@ -24,6 +24,7 @@ async def test_a_host_runs_low_below_half_its_share(tmp_path: Path) -> None:
         await store.commit(discovered("a.test", 20))
         scheduler = HostScheduler(Politeness())
         frontier = Frontier(store, scheduler, capacity=8)
+        frontier.max_hosts = 4
         assert frontier.runs_low(None)
         assert await frontier.refill() == 8
         (slot,) = scheduler.slots()
@@ -61,9 +62,12 @@ class CountingStore(SQLiteStore):
 
 
 def on_clock(store: SQLiteStore, now: list[float]) -> tuple[HostScheduler, Frontier]:
-    """A scheduler and a frontier of 40 places over ``store``, at the clock ``now[0]``."""
+    """A scheduler and a frontier of 40 places (20 hosts at most) over ``store``, at the
+    clock ``now[0]``."""
     scheduler = HostScheduler(Politeness(), lambda: now[0])
-    return scheduler, Frontier(store, scheduler, capacity=40, clock=lambda: now[0])
+    frontier = Frontier(store, scheduler, capacity=40, clock=lambda: now[0])
+    frontier.max_hosts = 20
+    return scheduler, frontier
 
 
 def empty(scheduler: HostScheduler, *slots: HostSlot) -> None:
@@ -111,7 +115,7 @@ async def test_after_a_lease_that_found_fewer_hosts_than_asked_hosts_are_leased_
         await store.commit(discovered("a.test", 3))
         scheduler, frontier = on_clock(store, now)
         await frontier.refill()
-        assert (store.leases, frontier.holding) == (1, 1)  # 1 host of the 1,024 asked for
+        assert (store.leases, frontier.holding) == (1, 1)  # 1 host of the 20 asked for
         await frontier.refill()
         assert store.leases == 1  # no other host to lease: not asked again at once
         await store.commit(discovered("b.test", 3))
@@ -145,11 +149,12 @@ async def test_with_many_hosts_held_the_hosts_with_an_empty_buffer_are_asked(
     now = [100.0]
     async with CountingStore(tmp_path) as store:
         store.asked, store.leases = [], 0
-        await store.commit(discovered("h00.test", 1))
+        await store.commit(discovered("h00.test", 2))
         for n in range(1, 30):
             await store.commit(discovered(f"h{n:02}.test", 10))
-        scheduler, frontier = on_clock(store, now)  # 40 places for 30 hosts: a share of 1
-        assert await frontier.refill() == 30
+        scheduler, frontier = on_clock(store, now)
+        frontier.max_hosts = 30  # 60 places (two a host): a share of 2, then of 1
+        assert await frontier.refill() == 60
         assert empty_buffers(frontier) == set()
         slots = sorted(scheduler.slots(), key=lambda slot: slot.name)
         empty(scheduler, slots[0], slots[1])
@@ -167,3 +172,30 @@ async def test_with_many_hosts_held_the_hosts_with_an_empty_buffer_are_asked(
         assert await frontier.refill() == 1
         assert store.asked[-1] == {slots[0].id, slots[5].id}
         assert empty_buffers(frontier) == {slots[0].id}
+
+
+async def test_hosts_that_hold_the_buffer_do_not_stop_the_others_turning_over(
+    tmp_path: Path,
+) -> None:
+    """Held hosts whose URLs wait in the buffer (a shared address's turn, a long delay)
+    once filled it, and then no claim ran: the held hosts with nothing left were never
+    given back and no other host was leased. The buffer holds two URLs a host the limit
+    allows."""
+    now = [100.0]
+    async with SQLiteStore(tmp_path) as store:
+        for host in ("a.test", "b.test", "c.test"):
+            await store.commit(discovered(host, 5 if host != "c.test" else 1))
+        scheduler = HostScheduler(Politeness(), lambda: now[0])
+        frontier = Frontier(store, scheduler, capacity=2, clock=lambda: now[0])
+        frontier.max_hosts = 3
+        assert frontier.capacity == 6
+        assert await frontier.refill() == 5  # a share of 2: a's and b's are not asked for
+        by_name = {slot.name: slot for slot in scheduler.slots()}
+        empty(scheduler, by_name["c.test"])  # c's only URL was taken
+        await store.commit(discovered("d.test", 3))
+        now[0] += RECHECK
+        await frontier.refill()  # c has nothing left: given back
+        assert frontier.holding == 2
+        frontier.released([by_name["c.test"].id])
+        assert await frontier.refill() > 0  # and another host is leased and claimed
+        assert frontier.holding == 3

@@ -474,7 +474,9 @@ OPTIONS: tuple[Option, ...] = (
            "crawl process.",
            metavar=_N, kept=_LOCAL,
            shown_default="one per spare core, at most 2; one per core with --text or --events"),
-    Option("memory_queue", Kind.INT, _PERF, "URLs buffered in RAM; the rest wait in the store.",
+    Option("memory_queue", Kind.INT, _PERF,
+           "URLs buffered in RAM (at least two a host the host limit allows); the rest wait "
+           "in the store.",
            default=_LIMITS.memory_queue, metavar=_N, kept=_LOCAL),
     Option("expected_urls", Kind.INT, _PERF, "Sizes the Bloom filter (1% false positives).",
            default=_LIMITS.expected_urls, metavar=_N, kept=_LOCAL,

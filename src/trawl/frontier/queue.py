@@ -16,8 +16,8 @@ up ahead of that (trawl.fetch.resolver).
 :meth:`Frontier.refill` tops up the held hosts' slots in batches: each gets a fair share
 of the free buffer space, claimed in one transaction, lowest queue rank first
 (trawl.frontier.priority: high priority, without starving the rest). The buffer never holds more
-than ``capacity`` URLs plus one batch, so memory stays flat however large the crawl
-grows.
+than its capacity (``capacity``, or two URLs a host the host limit allows when that is
+more) plus one batch, so memory stays flat however large the crawl grows.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from trawl.store.protocols import LeasedFrontier
 from trawl.store.values import QueuedURL, Release
 
 MAX_BATCH = 256
+BUFFER_PER_HOST = 2
+"""URLs of buffer a held host is given at least (:attr:`Frontier.capacity`)."""
 RECHECK = 2.0
 """Seconds a held host whose last claim came back short is not asked again (and hosts
 are not leased after a lease that found fewer than asked), unless new URLs of it (of a
@@ -60,7 +62,7 @@ class Frontier:
     ) -> None:
         self._store = store
         self._scheduler = scheduler
-        self._capacity = capacity
+        self._memory_queue = capacity
         self._policy = leases or LeasePolicy()
         self.max_hosts = self._policy.max_hosts or START_HOSTS
         """Hosts held at most; the engine moves it (trawl.crawl.capacity)."""
@@ -105,20 +107,29 @@ class Frontier:
         return 2 * working >= len(self._held)
 
     @property
+    def capacity(self) -> int:
+        """URLs the buffer holds: ``capacity`` as given, or ``BUFFER_PER_HOST`` a host the
+        host limit allows when that is more. Hosts that may not be asked for a while (a
+        shared address's turn, a long delay) keep their buffered URLs; were the buffer no
+        larger than the hosts held, they could fill it, and then no claim would run for
+        the others, and no held host left without work would be given back."""
+        return max(self._memory_queue, BUFFER_PER_HOST * self.max_hosts)
+
+    @property
     def full(self) -> bool:
         """Every host slot is taken."""
         return len(self._held) >= self.max_hosts
 
     def _share(self) -> int:
         """How many URLs a refill buffers per host now: a fair part of the free room."""
-        room = self._capacity - self._scheduler.buffered
+        room = self.capacity - self._scheduler.buffered
         return max(1, min(MAX_BATCH, room // max(1, len(self._held))))
 
     def runs_low(self, slot: HostSlot | None) -> bool:
         """True when a refill would top up this host's buffer (None: a host without
         one yet), as long as the store has URLs for it: the buffer is below half the
         host's share."""
-        return self._scheduler.buffered < self._capacity and (
+        return self._scheduler.buffered < self.capacity and (
             slot is None or len(slot.queue) * 2 < self._share()
         )
 
@@ -164,7 +175,7 @@ class Frontier:
                 self._on_lease(slot, wait)
 
     async def _claim(self) -> int:
-        if self._capacity - self._scheduler.buffered <= 0:
+        if self.capacity - self._scheduler.buffered <= 0:
             return 0
         share = self._share()
         now = self._clock()
