@@ -27,12 +27,13 @@ import asyncio
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import logging
 import os
 import shutil
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,6 @@ from trawl.crawl.run_record import RUN_STARTED_KEY
 from trawl.crawl.seeds import seeds_of
 from trawl.errors import CrawlInterrupted, StoreError, UsageError
 from trawl.events.sink import open_sink
-from trawl.events.target import shown
 from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetch.fdlimit import raise_fd_limit
 from trawl.fetch.fetcher import Fetcher, FetchError
@@ -171,7 +171,9 @@ async def build_engine(
                     max_size=config.warc_max_size,
                     info={"http-header-user-agent": config.user_agent},
                     on_closed=None if uploader is None else uploader.nudge,
-                    locate=None if uploader is None else _locate_warc(uploader.layout),
+                    locate=None
+                    if uploader is None
+                    else functools.partial(uploader.layout.locate, "warc"),
                 )
             )
         item_files = None
@@ -260,13 +262,6 @@ def _file_prefix(name: str, config: CrawlConfig, uploader: Uploader | None) -> s
     return name if uploader is None else f"{name}-{worker_tag(config.leases.worker)}"
 
 
-def _locate_warc(layout: KeyLayout) -> Callable[[str], tuple[str, str] | None]:
-    def locate(name: str) -> tuple[str, str] | None:
-        return layout.locate("warc", name)
-
-    return locate
-
-
 async def _check_stored(store: Store, config: CrawlConfig) -> None:
     """Refuse to resume a stored crawl of other seeds or another scope than ``config``'s;
     queue again the URLs refused for their address when the networks ``config`` may
@@ -311,18 +306,18 @@ async def _start_over(config: CrawlConfig) -> None:
             pass
         except OSError as exc:
             raise StoreError(f"cannot empty {config.data_dir / name}: {exc.strerror}") from exc
-    if config.events is not None and not isinstance(config.events, Path):
-        log.warning(
-            "--fresh does not empty %s: the events published before stay there",
-            shown(config.events), extra={"events_sink": shown(config.events)},
-        )  # fmt: skip
-    elif config.events is not None:
+    if isinstance(config.events, Path):
         try:
             os.truncate(config.events, 0)
         except FileNotFoundError:
             pass
         except OSError as exc:
             raise UsageError(f"cannot empty --events {config.events}: {exc.strerror}") from exc
+    elif config.events is not None:
+        log.warning(
+            "--fresh does not empty %s: the events published before stay there",
+            config.events.shown, extra={"events_sink": config.events.shown},
+        )  # fmt: skip
 
 
 async def _joined(config: CrawlConfig) -> CrawlConfig:
