@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from trawl.handlers.item_files import ItemWriter
     from trawl.ops.metrics import CrawlMetrics, Levels
     from trawl.outputs.uploader import Uploader
+    from trawl.render.renderer import Renderer
 
 REFILL_PERIOD = 0.5
 COMMIT_LINGER = 0.010
@@ -83,6 +84,7 @@ class Crawler:
         on_items: OnItems | None = None,
         uploader: Uploader | None = None,
         item_files: ItemWriter | None = None,
+        renderer: Renderer | None = None,
     ) -> None:
         self._config = config
         self.uploader = uploader
@@ -136,7 +138,7 @@ class Crawler:
         self._pages = PageJob(
             config, fetcher, extract, self._soft404, self._scheduler, self._committer,
             links=self._links, sitemap_links=sitemap_links, rules=self._rules, wake=self._wake,
-            rng=self._rng, metrics=metrics,
+            rng=self._rng, metrics=metrics, renderer=renderer,
         )  # fmt: skip
         self._hosts = HostJobs(
             config, store, fetcher, self._scheduler, self._frontier, self._committer,
