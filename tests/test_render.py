@@ -141,3 +141,14 @@ def test_render_without_chromium_is_one_line_naming_the_package(
     assert "apt-get install chromium" in line
     assert str(missing) in line
     assert not (tmp_path / "data").exists()
+
+
+async def test_the_browser_is_restarted_past_its_memory_cap(crawl: CrawlRunner) -> None:
+    # Chromium's processes hold well over 64 MiB together: each render passes the cap.
+    with SiteServer(lambda port: spa_site(port, hosts=2, items=1)) as server:
+        result = await crawl(server, render=RenderConfig(mode="auto", memory=64, concurrency=2))
+    assert set(result.rows) == server.site.ground_truth
+    render = result.summary.render
+    assert render["rendered"] == 4
+    assert render["render_restarts"] >= 2
+    assert "render_failed" not in render

@@ -1,5 +1,6 @@
 """One render: a fetched HTML page loaded in headless Chromium, its DOM taken once the
-page's network has been quiet for half a second, or at the time cap.
+page has loaded and none of its requests has been open for :data:`QUIET` seconds, or
+at the time cap.
 
 The page's document is the body already fetched; its scripts run and their requests go
 through trawl.render.requests. The render's HTML (``document.documentElement``
@@ -9,6 +10,7 @@ serialised) is what the crawl then reads as the page; a render that fails or pas
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
@@ -20,6 +22,11 @@ from trawl.render.requests import PageRequests, SubresourceRobots, refuse_websoc
 from trawl.render.rule import RenderPlan
 from trawl.resource import AsyncResource
 
+QUIET = 0.25
+"""Seconds with no request of the page open after which its DOM is taken. Playwright's
+``networkidle`` waits 0.5 s; every request goes through trawl.render.requests, which
+knows when the last one ended, and a script that fetches once it has run asks at once."""
+POLL = 0.05
 RENDERED_TYPE = "text/html; charset=utf-8"
 """The Content-Type a rendered page is read with (its HTML is serialised as UTF-8)."""
 
@@ -81,11 +88,12 @@ class Renderer(AsyncResource):
                 await context.route_web_socket("**/*", refuse_websocket)
                 page = await context.new_page()
                 await page.goto(url, wait_until="load", timeout=cap_ms)
-                left = cap_ms - (time.monotonic() - started) * 1000
-                try:
-                    await page.wait_for_load_state("networkidle", timeout=max(left, 1.0))
-                except Error:
-                    error = "render_timeout"  # the DOM as it stands is taken all the same
+                deadline = started + self._config.timeout
+                while requests.quiet_for() < QUIET:
+                    if time.monotonic() >= deadline:
+                        error = "render_timeout"  # the DOM as it stands is taken all the same
+                        break
+                    await asyncio.sleep(POLL)
                 html = (await page.content()).encode("utf-8", "replace")
             except Error as exc:
                 error = "render_timeout" if "Timeout" in type(exc).__name__ else "render_failed"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -85,6 +86,12 @@ class PageRequests:
         self._asked = 0
         self._hosts: dict[str, asyncio.Lock] = {}
         self.counters: dict[str, int] = {}
+        self._inflight = 0
+        self._last = time.monotonic()
+
+    def quiet_for(self) -> float:
+        """Seconds since the page's last request was answered; 0 while one is open."""
+        return 0.0 if self._inflight else time.monotonic() - self._last
 
     def _count(self, name: str) -> None:
         self.counters[name] = self.counters.get(name, 0) + 1
@@ -93,9 +100,14 @@ class PageRequests:
         """Answer or refuse one request of the page."""
         from playwright.async_api import Error
 
-        # The page may close (the render ended) while one of its requests is answered.
-        with contextlib.suppress(Error):
-            await self._answer_route(route)
+        self._inflight += 1
+        try:
+            # The page may close (the render ended) while one of its requests is answered.
+            with contextlib.suppress(Error):
+                await self._answer_route(route)
+        finally:
+            self._inflight -= 1
+            self._last = time.monotonic()
 
     async def _answer_route(self, route: Route) -> None:
         request = route.request
