@@ -15,7 +15,7 @@ from trawl.demo import Response, Site, SiteServer
 from trawl.fetch.fetcher import Fetcher
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver
-from trawl.politeness.robots_parser import RobotsRules, rules_for_response
+from trawl.politeness.robots_parser import rules_for_response
 from trawl.render.renderer import Renderer
 from trawl.render.requests import HostRules, SubresourceRobots
 
@@ -101,7 +101,7 @@ async def test_a_name_rebinding_to_loopback_never_reaches_it() -> None:
         url = f"http://rebind.test:{port}/"
         async with fetcher:
             page = await fetcher.fetch(url)
-            rules: RobotsRules = rules_for_response(404, b"", "trawl")
+            rules = rules_for_response(404, b"", "trawl")
             renderer = Renderer(
                 RenderConfig(mode="always", timeout=10), fetcher, SubresourceRobots(no_other_host)
             )
