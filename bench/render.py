@@ -10,13 +10,16 @@ over the child's whole process tree, each process by its proportional set size
 (trawl.render.memory). The crawl must find every
 page of the site (its ground truth) and render exactly the script-built ones.
 
-``--render-only`` prints the figures as one JSON line; ``--baseline`` crawls the same site
-without rendering too, for what rendering adds.
+The figures are printed as one JSON line; ``--baseline`` crawls the same site without
+rendering too, for what rendering adds. ``--rule-on DIR`` instead reads every page of the
+extraction benchmark in DIR (``html/*.html.gz``, static article pages) and prints how
+many of them ``--render auto`` would render (trawl.render.rule), its false positives.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -29,7 +32,9 @@ from pathlib import Path
 
 from trawl.demo import SiteServer
 from trawl.demo.spa import spa_site
+from trawl.extract.parser import parse_html
 from trawl.render.memory import proportional, tree_memory
+from trawl.render.rule import script_built
 
 
 def _tree_memory(pid: int) -> int:
@@ -84,7 +89,28 @@ def crawl(server: SiteServer, render: str, extra: Sequence[str]) -> dict[str, fl
         "cpu_ms_per_rendered": round(1000 * cpu / rendered, 1) if rendered else 0.0,
         "peak_pss_mib": round(peak / 2**20, 1),
         "render_requests": summary.get("render", {}).get("render_requests", 0),
+        "restarts": summary.get("render", {}).get("render_restarts", 0),
     }
+
+
+def rule_on(directory: Path) -> dict[str, object]:
+    """How many of the pages in ``directory`` the ``auto`` rule would render, and the
+    margins the others clear it by."""
+    pages = sorted((directory / "html").glob("*.html.gz"))
+    rendered: list[str] = []
+    least_text, fewest_links = None, None
+    for path in pages:
+        page = parse_html(gzip.decompress(path.read_bytes()), script_signals=True)
+        assert page.signals is not None
+        if script_built(page.signals, len(page.links)):
+            rendered.append(path.name)
+        text, links = page.signals.text_chars, len(page.links)
+        least_text = text if least_text is None else min(least_text, text)
+        fewest_links = links if fewest_links is None else min(fewest_links, links)
+    return {
+        "pages": len(pages), "rendered": len(rendered), "rendered_pages": rendered,
+        "least_text_chars": least_text, "fewest_links": fewest_links,
+    }  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,7 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--render", default="auto", choices=("auto", "always"))
     parser.add_argument("--baseline", action="store_true", help="also crawl without rendering")
     parser.add_argument("--extra", default="", help="more trawl crawl options, one string")
+    parser.add_argument("--rule-on", type=Path, help="an extraction benchmark directory")
     args = parser.parse_args(argv)
+    if args.rule_on is not None:
+        print(json.dumps(rule_on(args.rule_on)))
+        return 0
     extra = args.extra.split()
     factory = lambda port: spa_site(port, hosts=args.hosts, items=args.items)  # noqa: E731
     with SiteServer(factory) as server:

@@ -170,7 +170,7 @@ class RenderConfig:
     """Browser pages open at once."""
     timeout: float = 15.0
     """Seconds one render may take, its subresources included."""
-    memory: int = 1024
+    memory: int = 2048
     """MiB of resident memory of the browser's processes past which it is restarted."""
     max_requests: int = 50
     """Subresource requests one page may make; the rest are refused."""
