@@ -7,29 +7,39 @@ import ipaddress
 import time
 from collections.abc import Awaitable
 
+import pytest
+from playwright.async_api import Error as PlaywrightError
+
 from conftest import CrawlRunner
 from dns_server import ScriptedDns
 from listener import Listener
-from trawl.config import RenderConfig, Timeouts
+from trawl.config import DEFAULT_BROWSER, RenderConfig, Timeouts
 from trawl.demo import Response, Site, SiteServer
 from trawl.fetch.fetcher import Fetcher
 from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver
 from trawl.politeness.robots_parser import rules_for_response
+from trawl.render.browser import Browser
 from trawl.render.renderer import Renderer
 from trawl.render.requests import HostRules, SubresourceRobots
 
 ONLY_SERVER = (ipaddress.ip_network("127.0.0.1/32"),)
 
 
-def probing_page(targets: list[str]) -> Response:
-    """A page whose script asks for each of ``targets``, then links /done."""
+def probing_page(targets: list[str], private: str) -> Response:
+    """A page whose script asks for each of ``targets``, then links /done; it also tries
+    ``private`` (host:port) by a WebSocket, a beacon, an image and a frame."""
     script = (
+        f"try {{ new WebSocket('ws://{private}/socket'); }} catch (e) {{}}"
+        f"navigator.sendBeacon('http://{private}/beacon', 'x');"
         f"Promise.allSettled({targets!r}.map(t => fetch(t))).then(results => {{"
         "document.getElementById('root').innerHTML = "
         "'<p>' + results.map(r => r.status).join(' ') + '</p><a href=/done>done</a>'; });"
     )
-    html = f'<!doctype html><body><div id="root"></div><script>{script}</script></body>'
+    html = (
+        f'<!doctype html><body><div id="root"></div><img src="http://{private}/image.png">'
+        f'<iframe src="http://{private}/frame"></iframe><script>{script}</script></body>'
+    )
     return Response(body=html.encode())
 
 
@@ -43,7 +53,7 @@ async def test_metadata_loopback_and_private_names_are_refused(crawl: CrawlRunne
 
         def build(port: int) -> Site:
             routes = {
-                "http://www.guard.test/": probing_page(targets),
+                "http://www.guard.test/": probing_page(targets, f"127.0.0.3:{private.port}"),
                 "http://www.guard.test/done": Response(body=b"<p>done</p>"),
             }
             return Site.build(port, routes, ["http://www.guard.test/"])
@@ -54,11 +64,30 @@ async def test_metadata_loopback_and_private_names_are_refused(crawl: CrawlRunne
                 extra_resolve={"intranet.guard.test": "127.0.0.3"},
             )  # fmt: skip
     assert private.accepted == 0
-    assert result.summary.render["render_blocked_address"] == 3
-    assert "render_requests" not in result.summary.render
+    render = result.summary.render
+    # The three fetches and the frame were refused for their address, the image never
+    # asked for, the beacon (a POST) refused; the WebSocket never left the browser.
+    assert render["render_blocked_address"] == 4
+    assert render["render_skipped"] == 1
+    assert render["render_refused"] == 1
+    assert "render_requests" not in render
     # The render went on past the refusals: the link its script made once all had
     # failed was found.
     assert server.site.url("www.guard.test", "/done") in result.rows
+
+
+async def test_a_request_that_escapes_interception_reaches_nothing() -> None:
+    # A context with no route: what the browser asks for goes to its own network stack,
+    # which has only a proxy that refuses every connection.
+    with SiteServer(
+        lambda port: Site.build(port, {"http://127.0.0.1/": Response(body=b"<p>x</p>")})
+    ) as server:
+        browser = Browser(DEFAULT_BROWSER, concurrency=1, memory_cap=1 << 40)
+        async with browser, browser.context() as context:
+            page = await context.new_page()
+            with pytest.raises(PlaywrightError, match="ERR_PROXY_CONNECTION_FAILED"):
+                await page.goto(f"http://127.0.0.1:{server.port}/", timeout=10_000)
+        assert server.requests == []
 
 
 def secret_page() -> bytes:
