@@ -152,3 +152,29 @@ async def test_the_browser_is_restarted_past_its_memory_cap(crawl: CrawlRunner) 
     assert render["rendered"] == 4
     assert render["render_restarts"] >= 2
     assert "render_failed" not in render
+
+
+async def test_a_page_that_never_settles_is_read_as_fetched(crawl: CrawlRunner) -> None:
+    # One page's script spins for ever once it has loaded, another keeps asking for more:
+    # each render ends at the cap, and the crawl goes on.
+    spin = "setTimeout(() => { for (;;) {} }, 0);"
+    poll = "setInterval(() => fetch('/tick'), 100);"
+
+    def build(port: int) -> Site:
+        routes = {
+            "http://www.slow.test/": Response(
+                body=b'<a href="/spin">spin</a><a href="/poll">poll</a><p>'
+                + b"enough text to be read as it is " * 20
+                + b"</p>"
+            ),
+            "http://www.slow.test/spin": script_page(spin),
+            "http://www.slow.test/poll": script_page(poll),
+            "http://www.slow.test/tick": Response(body=b"{}"),
+        }
+        return Site.build(port, routes, ["http://www.slow.test/"])
+
+    with SiteServer(build) as server:
+        result = await crawl(server, render=RenderConfig(mode="auto", timeout=2.0))
+    assert {row.state for row in result.rows.values()} == {State.DONE}
+    assert len(result.rows) == 3
+    assert result.summary.render["render_timeout"] == 2

@@ -145,6 +145,10 @@ class Crawler:
             robots=robots, soft404=self._soft404, links=self._links, wake=self._wake,
             clock=clock, rng=self._rng,
         )  # fmt: skip
+        self._longest_turn = config.timeouts.total + (
+            config.render.timeout if config.render.enabled else 0.0
+        )
+        """The longest a page's turn may take: its fetch, and its render if it may have one."""
         self._refill_wanted = Wakeup()
         self._renew_wanted = Wakeup()
         self._ending = False
@@ -301,9 +305,9 @@ class Crawler:
         """The job of the host's turn (None: it has none now). The job is given every URL
         it needs now: the host's lease, and its buffered URLs with it, may be lost before
         the job first runs (:meth:`Frontier.renew`)."""
-        if not self._frontier.may_dispatch(slot, self._config.timeouts.total):
-            # The lease is lost or runs out before a fetch could end: wait for the
-            # renewal (or the loss) instead of risking two workers on one host.
+        if not self._frontier.may_dispatch(slot, self._longest_turn):
+            # The lease is lost or runs out before a fetch (and its render) could end:
+            # wait for the renewal (or the loss) instead of risking two workers on one host.
             if slot.generation is not None:
                 self._scheduler.pause(slot, self._config.leases.renew_every / 4)
             return None

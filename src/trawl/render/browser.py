@@ -66,6 +66,11 @@ def fail_closed_args(proxy_port: int) -> list[str]:
     return args
 
 
+class BrowserGone(Exception):
+    """The browser is not running (it crashed or did not start again): this render fails
+    and the browser is started again once no render is under way."""
+
+
 class Browser(AsyncResource):
     """One headless Chromium, a bounded pool of page contexts in it."""
 
@@ -120,8 +125,7 @@ class Browser(AsyncResource):
                 await self._idle.wait_for(lambda: not self._restart_wanted)
                 self._active += 1
             try:
-                assert self._browser is not None
-                context = await self._browser.new_context(service_workers="block")
+                context = await self._new_context()
                 try:
                     yield context
                 finally:
@@ -130,24 +134,45 @@ class Browser(AsyncResource):
             finally:
                 await self._done()
 
+    async def _new_context(self) -> BrowserContext:
+        """A context of the running browser; BrowserGone when it is not running."""
+        from playwright.async_api import Error
+
+        browser = self._browser
+        if browser is None or not browser.is_connected():
+            raise BrowserGone("the browser is not running")
+        try:
+            return await browser.new_context(service_workers="block")
+        except Error as exc:
+            raise BrowserGone(str(exc).strip().splitlines()[0]) from None
+
     async def _done(self) -> None:
         """A render ended: read the memory; restart past the cap once none is under way."""
         rss = await asyncio.to_thread(browser_rss)
         self.peak_rss = max(self.peak_rss, rss)
         async with self._idle:
             self._active -= 1
-            if rss > self._memory_cap:
+            if rss > self._memory_cap or not self._running():
                 self._restart_wanted = True
             if self._restart_wanted and self._active == 0:
-                log.info(
-                    "browser restarted: %d MiB resident", rss >> 20,
-                    extra={"rss_bytes": rss},
-                )  # fmt: skip
-                await self._close_browser()
-                await self._launch()
-                self.restarts += 1
+                await self._restart(rss)
                 self._restart_wanted = False
                 self._idle.notify_all()
+
+    async def _restart(self, rss: int) -> None:
+        """Start the browser anew; one that does not start is left stopped (its renders
+        fail and the next one that ends tries again)."""
+        log.info("browser restarted: %d MiB resident", rss >> 20, extra={"rss_bytes": rss})
+        await self._close_browser()
+        try:
+            await self._launch()
+        except UsageError as exc:
+            log.warning("%s: pages are read as fetched meanwhile", exc)
+            return
+        self.restarts += 1
+
+    def _running(self) -> bool:
+        return self._browser is not None and self._browser.is_connected()
 
     async def _close_browser(self) -> None:
         browser, self._browser = self._browser, None

@@ -15,11 +15,12 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from trawl.config import RenderConfig, RenderMode
 from trawl.fetch.fetcher import Fetcher, FetchResult
 from trawl.politeness.robots_parser import RobotsRules
-from trawl.render.browser import Browser
+from trawl.render.browser import Browser, BrowserGone
 from trawl.render.requests import PageRequests, SubresourceRobots, refuse_websocket
 from trawl.render.rule import RenderPlan
 from trawl.resource import AsyncResource
@@ -30,6 +31,13 @@ taken, after ``networkidle`` (the browser's own count: 0.5 s with none in flight
 wait alone can end while a request the browser has sent has not reached Python yet: on a
 loaded machine a 164-page crawl of the SPA benchmark found 163 pages with it alone."""
 POLL = 0.05
+HUNG_GRACE = 2.0
+"""Seconds past ``--render-timeout`` a render's calls may take before they are given up:
+Playwright's own time-outs cover loading the page, but not reading a page whose script
+never yields."""
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext
+
 RENDERED_TYPE = "text/html; charset=utf-8"
 """The Content-Type a rendered page is read with (its HTML is serialised as UTF-8)."""
 
@@ -84,25 +92,16 @@ class Renderer(AsyncResource):
         html: bytes | None = None
         error: str | None = None
         restarts = self.browser.restarts
-        async with self.browser.context() as context:
-            cap_ms = self._config.timeout * 1000
-            try:
-                await context.route("**/*", requests.handle)
-                await context.route_web_socket("**/*", refuse_websocket)
-                page = await context.new_page()
-                await page.goto(url, wait_until="load", timeout=cap_ms)
-                deadline = started + self._config.timeout
-                left = (deadline - time.monotonic()) * 1000
-                with contextlib.suppress(Error):
-                    await page.wait_for_load_state("networkidle", timeout=max(left, 1.0))
-                while requests.quiet_for() < QUIET:
-                    if time.monotonic() >= deadline:
-                        error = "render_timeout"  # the DOM as it stands is taken all the same
-                        break
-                    await asyncio.sleep(POLL)
-                html = (await page.content()).encode("utf-8", "replace")
-            except Error as exc:
-                error = "render_timeout" if "Timeout" in type(exc).__name__ else "render_failed"
+        try:
+            async with self.browser.context() as context:
+                # A page whose script never yields holds the calls that read it: the cap
+                # holds them too (and the context's close ends its renderer).
+                async with asyncio.timeout(self._config.timeout + HUNG_GRACE):
+                    html, error = await self._load(context, url, requests, started)
+        except TimeoutError:
+            error = "render_timeout"
+        except (Error, BrowserGone):
+            error = "render_failed"  # the browser went away under the render
         counters = dict(requests.counters)
         if html is not None:
             counters["rendered"] = 1
@@ -111,3 +110,30 @@ class Renderer(AsyncResource):
         if self.browser.restarts > restarts:
             counters["render_restarts"] = self.browser.restarts - restarts
         return Rendered(html, counters, time.monotonic() - started, error)
+
+    async def _load(
+        self, context: BrowserContext, url: str, requests: PageRequests, started: float
+    ) -> tuple[bytes | None, str | None]:
+        """Load the page in ``context``; its HTML (None if it did not load) and why the
+        render fell short, if it did."""
+        from playwright.async_api import Error
+
+        cap_ms = self._config.timeout * 1000
+        error: str | None = None
+        try:
+            await context.route("**/*", requests.handle)
+            await context.route_web_socket("**/*", refuse_websocket)
+            page = await context.new_page()
+            await page.goto(url, wait_until="load", timeout=cap_ms)
+            deadline = started + self._config.timeout
+            left = (deadline - time.monotonic()) * 1000
+            with contextlib.suppress(Error):
+                await page.wait_for_load_state("networkidle", timeout=max(left, 1.0))
+            while requests.quiet_for() < QUIET:
+                if time.monotonic() >= deadline:
+                    error = "render_timeout"  # the DOM as it stands is taken all the same
+                    break
+                await asyncio.sleep(POLL)
+            return (await page.content()).encode("utf-8", "replace"), error
+        except Error as exc:
+            return None, "render_timeout" if "Timeout" in type(exc).__name__ else "render_failed"
