@@ -102,6 +102,8 @@ class Renderer(AsyncResource):
             error = "render_timeout"
         except (Error, BrowserGone):
             error = "render_failed"  # the browser went away under the render
+        finally:
+            await requests.close()
         counters = dict(requests.counters)
         if html is not None:
             counters["rendered"] = 1

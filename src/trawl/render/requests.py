@@ -88,6 +88,7 @@ class PageRequests:
         self.counters: dict[str, int] = {}
         self._inflight = 0
         self._last = time.monotonic()
+        self._answering: set[asyncio.Task[object]] = set()
 
     def quiet_for(self) -> float:
         """Seconds since the page's last request was answered; 0 while one is open."""
@@ -100,6 +101,9 @@ class PageRequests:
         """Answer or refuse one request of the page."""
         from playwright.async_api import Error
 
+        task = asyncio.current_task()
+        if task is not None:
+            self._answering.add(task)
         self._inflight += 1
         try:
             # The page may close (the render ended) while one of its requests is answered.
@@ -108,6 +112,16 @@ class PageRequests:
         finally:
             self._inflight -= 1
             self._last = time.monotonic()
+            if task is not None:
+                self._answering.discard(task)
+
+    async def close(self) -> None:
+        """End the requests still being answered (the render is over, and the host's
+        turn with it): none of them goes on past the turn."""
+        answering = list(self._answering)
+        for task in answering:
+            task.cancel()
+        await asyncio.gather(*answering, return_exceptions=True)
 
     async def _answer_route(self, route: Route) -> None:
         request = route.request
