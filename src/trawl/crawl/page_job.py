@@ -164,8 +164,8 @@ class PageJob:
                 exchange = dataclasses.replace(exchange, rendered=rendered)
         if url.kind != Kind.SITEMAP:
             archiving = self._fetcher.archive(exchange)
-        # The host's turn ends with the response; link extraction (possibly on another
-        # core) is not the host's business. The page still counts against the global
+        # The host's turn ends with the response (and its render, above); link
+        # extraction (possibly on another core) is not the host's business. The page still counts against the global
         # cap until its result is handed to the committer.
         self._end_turn(slot, result, decision, batch)
         # The host is free while its exchange is archived: nothing of it depends on the
