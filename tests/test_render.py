@@ -12,6 +12,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from conftest import CrawlRunner
 from test_cli import assert_one_error_line, trawl_inline
+from test_content_crawl import read_text_output
 from trawl.config import Politeness, RenderConfig
 from trawl.demo import Response, Site, SiteServer
 from trawl.demo.site import canonical_url
@@ -77,9 +78,15 @@ async def test_per_host_politeness_holds_with_renders_mixed_in(crawl: CrawlRunne
     assert turns >= 2 * 6
 
 
-async def test_the_rendered_html_is_archived_beside_the_response(crawl: CrawlRunner) -> None:
+async def test_the_rendered_page_gives_the_text_and_is_archived_beside_the_response(
+    crawl: CrawlRunner,
+) -> None:
     with SiteServer(lambda port: spa_site(port, items=1), shared_address=True) as server:
-        result = await crawl(server, warc=True, render=RenderConfig(mode="auto"))
+        result = await crawl(server, warc=True, text=True, render=RenderConfig(mode="auto"))
+    # The item's text exists only once its script has fetched it: the text output has it.
+    texts = {record["url"]: record["text"] for record in read_text_output(result.data_dir)}
+    item = server.site.url("app-0.spa.test", "/item/1")
+    assert "Item 1 is the review of this item" in texts[item]
     responses: dict[str, str] = {}
     conversions: list[tuple[str, str, bytes]] = []
     for path in sorted((result.data_dir / "warc").glob("*.warc.gz")):
@@ -92,7 +99,7 @@ async def test_the_rendered_html_is_archived_beside_the_response(crawl: CrawlRun
                 elif record.rec_type == "conversion":
                     refers = headers.get_header("WARC-Refers-To")
                     conversions.append((uri, refers, record.content_stream().read()))
-    home, item = canonical_url(server.site.seeds[0]), server.site.url("app-0.spa.test", "/item/1")
+    home = canonical_url(server.site.seeds[0])
     assert sorted(uri for uri, _, _ in conversions) == sorted([home, item])
     for uri, refers, html in conversions:
         assert responses[refers] == uri
