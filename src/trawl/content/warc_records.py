@@ -25,7 +25,9 @@ request: a ``conversion`` record (WARC 1.1: "an alternative version of another r
 content that was created as the result of an archival process") holding the rendered
 HTML as ``text/html; charset=utf-8``, with ``WARC-Refers-To`` naming the response
 record it was made from, the same WARC-Target-URI and WARC-Date. The response record
-stays the bytes the server sent, so a replay of the capture is unchanged.
+stays the bytes the server sent, so a replay of the capture is unchanged: replay
+indexes leave conversion records out (a ``resource`` record of the same URL would be
+indexed beside the response and could be replayed in its place).
 
 The records are built here as bytes, field for field as warcio writes them (the same
 fields in the same order), rather than through warcio's objects, which made the same
