@@ -165,8 +165,8 @@ class PageJob:
         if url.kind != Kind.SITEMAP:
             archiving = self._fetcher.archive(exchange)
         # The host's turn ends with the response (and its render, above); link
-        # extraction (possibly on another core) is not the host's business. The page still counts against the global
-        # cap until its result is handed to the committer.
+        # extraction (possibly on another core) is not the host's business. The page
+        # still counts against the global cap until its result is handed to the committer.
         self._end_turn(slot, result, decision, batch)
         # The host is free while its exchange is archived: nothing of it depends on the
         # host, and the page's outcomes below name where it was archived.
