@@ -28,6 +28,7 @@ from trawl.config import (
     IPNetwork,
     Limits,
     Politeness,
+    RenderConfig,
     ScopeConfig,
     TextFormat,
     Timeouts,
@@ -182,6 +183,7 @@ class CrawlRunner:
         events: EventsTarget | None = None,
         store: StoreLocation | None = None,
         freshness: Freshness | None = None,
+        render: RenderConfig | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -214,6 +216,7 @@ class CrawlRunner:
             events=events,
             store=store,
             freshness=freshness or Freshness(),
+            render=render or RenderConfig(),
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

@@ -40,7 +40,7 @@ SUMMARY_KEYS = {
     "excluded", "invalid", "invalid_by_reason", "links", "duplicates", "redirects",
     "redirect_limit", "retries", "failed", "errors_by_class", "requests", "elapsed",
     "pages_per_second", "dns", "limits", "content", "freshness", "fetched_this_run",
-    "robots_unavailable", "unreachable_hosts", "stale_completions", "uploads",
+    "robots_unavailable", "unreachable_hosts", "stale_completions", "uploads", "render",
 }  # fmt: skip
 
 

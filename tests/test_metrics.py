@@ -182,6 +182,18 @@ def test_every_fetch_counts_as_a_success_labelled_first_or_recrawl() -> None:
     assert value(samples, "trawl_sitemap_errors_total") == 1
 
 
+def test_renders_and_their_requests_are_counted_once_committed() -> None:
+    metrics = CrawlMetrics()
+    metrics.committed({"fetched": 2, "rendered": 1, "render_requests": 3, "render_capped": 2})
+    metrics.committed({"rendered": 1, "render_blocked_address": 1, "render_restarts": 1})
+    samples = samples_of(metrics)
+    assert value(samples, "trawl_rendered_total") == 2
+    assert value(samples, "trawl_render_requests_total") == 3
+    assert value(samples, "trawl_render_capped_total") == 2
+    assert value(samples, "trawl_render_blocked_address_total") == 1
+    assert value(samples, "trawl_render_restarts_total") == 1
+
+
 def test_both_kinds_of_fetch_are_served_before_the_first_one() -> None:
     """A rate over the counter is 0, not missing, until something is fetched."""
     samples = samples_of(CrawlMetrics())

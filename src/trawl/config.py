@@ -7,7 +7,9 @@ string-keyed settings dict; each stage receives the typed value it needs.
 from __future__ import annotations
 
 import enum
+import importlib.util
 import ipaddress
+import os
 import re
 import socket
 from collections.abc import Mapping
@@ -144,6 +146,63 @@ class Timeouts:
     def __post_init__(self) -> None:
         if self.connect <= 0 or self.total <= 0:
             raise UsageError("timeouts must be positive")
+
+
+RenderMode = Literal["never", "auto", "always"]
+RENDER_MODES: tuple[RenderMode, ...] = ("never", "auto", "always")
+DEFAULT_BROWSER = Path("/usr/bin/chromium")
+"""Debian's Chromium (``apt-get install chromium``)."""
+NO_BROWSER = (
+    "--render needs Chromium at {path}: apt-get install chromium (or name it with --render-browser)"
+)
+NO_PLAYWRIGHT = "--render needs Playwright for Python: pip install 'trawl[render]'"
+
+
+@dataclass(frozen=True, slots=True)
+class RenderConfig:
+    """Rendering pages in headless Chromium (trawl.render): when, how many at once, and
+    each render's caps."""
+
+    mode: RenderMode = "never"
+    include: tuple[str, ...] = ()
+    """Regexes of URLs (searched in the whole URL) always rendered."""
+    concurrency: int = 2
+    """Browser pages open at once."""
+    timeout: float = 15.0
+    """Seconds one render may take, its subresources included."""
+    memory: int = 2048
+    """MiB of resident memory of the browser's processes past which it is restarted."""
+    max_requests: int = 50
+    """Subresource requests one page may make; the rest are refused."""
+    browser: Path = DEFAULT_BROWSER
+
+    def __post_init__(self) -> None:
+        if self.mode not in RENDER_MODES:
+            raise UsageError(f"--render must be one of {', '.join(RENDER_MODES)}")
+        if self.concurrency < 1:
+            raise UsageError("--render-concurrency must be at least 1")
+        if self.timeout <= 0:
+            raise UsageError("--render-timeout must be positive")
+        if self.memory < 64:
+            raise UsageError("--render-memory must be at least 64 (MiB)")
+        if self.max_requests < 0:
+            raise UsageError("--render-max-requests must not be negative")
+        for pattern in self.include:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise UsageError(f"--render-include {pattern!r} is not a regex: {exc}") from exc
+        if self.enabled:
+            # Checked before anything is made on disk.
+            if not os.access(self.browser, os.X_OK):
+                raise UsageError(NO_BROWSER.format(path=self.browser))
+            if importlib.util.find_spec("playwright") is None:
+                raise UsageError(NO_PLAYWRIGHT)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any page may be rendered (a browser is needed)."""
+        return self.mode != "never" or bool(self.include)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +345,8 @@ class CrawlConfig:
     metrics_port: int | None = None
     """Serve Prometheus metrics on 127.0.0.1 at this port (0: any free port)."""
     freshness: Freshness = field(default_factory=Freshness)
+    render: RenderConfig = field(default_factory=RenderConfig)
+    """Which pages are rendered in headless Chromium, and how (trawl.render)."""
     handlers: tuple[tuple[str | None, str], ...] = ()
     """The page handlers, (label, ``module:function`` or ``/path/script.py:function``):
     a page of a label with a handler yields items and the links to follow

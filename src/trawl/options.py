@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from trawl.config import (
+    RENDER_MODES,
     TEXT_FORMATS,
     Breaker,
     CrawlConfig,
@@ -26,6 +27,7 @@ from trawl.config import (
     LeasePolicy,
     Limits,
     Politeness,
+    RenderConfig,
     Timeouts,
 )
 from trawl.extract.scope import ScopeMode
@@ -45,6 +47,7 @@ class Group(enum.Enum):
     OUTPUTS = "Outputs"
     STORE = "Store"
     NETWORK = "Network safety"
+    RENDERING = "Rendering"
     FRESHNESS = "Freshness"
     PERFORMANCE = "Performance"
     OPERATIONS = "Operations"
@@ -224,6 +227,7 @@ def toml_text(value: object) -> str:
 _POLITENESS, _LIMITS, _TIMEOUTS = Politeness(), Limits(), Timeouts()
 _RETRY, _BREAKER, _LEASES = RetryPolicy(), Breaker(), LeasePolicy()
 _RECRAWL, _FRESHNESS, _CRAWL = RecrawlPolicy(), Freshness(), CrawlConfig(seeds=())
+_RENDER, _RENDERING = RenderConfig(), Group.RENDERING
 _S, _N = "SECONDS", "N"
 _SCOPE, _POLITE, _BUDGETS = Group.SCOPE, Group.POLITENESS, Group.BUDGETS
 _OUTPUTS, _STORE, _NETWORK = Group.OUTPUTS, Group.STORE, Group.NETWORK
@@ -440,6 +444,33 @@ OPTIONS: tuple[Option, ...] = (
            default=_TIMEOUTS.total, metavar=_S),
     Option("connect_timeout", Kind.FLOAT, _NETWORK, "Seconds to connect.",
            default=_TIMEOUTS.connect, metavar=_S),
+    # Rendering
+    Option("render", Kind.CHOICE, _RENDERING,
+           "Render HTML pages in headless Chromium: never, when the markup looks built by "
+           "scripts (auto), or always.",
+           default=_RENDER.mode, choices=RENDER_MODES, kept=_LOCAL,
+           details="Needs Chromium (`apt-get install chromium`) and `pip install "
+                   "'trawl[render]'`. The rendered page is read as a fetched one (links, "
+                   "text, soft 404s, handlers); the rule `auto` follows is in "
+                   "docs/RENDERING.md."),
+    Option("render_include", Kind.LIST, _RENDERING,
+           "Always render URLs matching this regex (repeatable), whatever --render says.",
+           metavar="REGEX", kept=_LOCAL),
+    Option("render_concurrency", Kind.INT, _RENDERING, "Pages rendered at once, at most.",
+           default=_RENDER.concurrency, metavar=_N, kept=_LOCAL),
+    Option("render_timeout", Kind.FLOAT, _RENDERING,
+           "Seconds one render may take, its subresources included; past it the page is "
+           "read as fetched.",
+           default=_RENDER.timeout, metavar=_S, kept=_LOCAL),
+    Option("render_memory", Kind.INT, _RENDERING,
+           "MiB of resident memory of the browser's processes past which it is restarted.",
+           default=_RENDER.memory, metavar="MIB", kept=_LOCAL),
+    Option("render_max_requests", Kind.INT, _RENDERING,
+           "Subresource requests one rendered page may make; the rest are refused.",
+           default=_RENDER.max_requests, metavar=_N, kept=_LOCAL,
+           details="Images, fonts and media are never requested and do not count."),
+    Option("render_browser", Kind.PATH, _RENDERING, "The Chromium executable.",
+           default=str(_RENDER.browser), metavar="PATH", kept=_LOCAL),
     # Freshness
     Option("sitemaps", Kind.FLAG, _FRESH,
            "Read every host's sitemaps (robots.txt Sitemap: lines and /sitemap.xml) for more "

@@ -21,6 +21,7 @@ from trawl.config import (
     LeasePolicy,
     Limits,
     Politeness,
+    RenderConfig,
     ScopeConfig,
     Timeouts,
     default_user_agent,
@@ -148,6 +149,15 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         honour_nofollow=not values["ignore_nofollow"],
         soft_404=not values["no_soft_404"],
         rng_seed=values["random_seed"],
+        render=RenderConfig(
+            mode=values["render"],
+            include=tuple(values["render_include"] or ()),
+            concurrency=values["render_concurrency"],
+            timeout=values["render_timeout"],
+            memory=values["render_memory"],
+            max_requests=values["render_max_requests"],
+            browser=Path(values["render_browser"]),
+        ),
         handlers=parse_handlers(values.get("handler") or ()),
     )
 

@@ -258,7 +258,7 @@ class WarcWriter(AsyncResource):
         for exchange in exchanges:
             try:
                 records = exchange_records(exchange)
-                size = len(records.response) + len(records.request)
+                size = records.size
                 end = self._size + self._pending_size
                 if self._file is not None and end > self._info_size and end + size > self._max_size:
                     self._flush(held, outcomes)
@@ -269,7 +269,7 @@ class WarcWriter(AsyncResource):
                     opened = 1
                 offset = self._size + self._pending_size
                 line = index_line(exchange, records, self._name, offset)
-                self._pending += (records.response, records.request)
+                self._pending += (records.response, records.request, records.conversion)
                 self._pending_size += size
                 self._pending_lines.append(line)
                 held.append(len(outcomes))

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from trawl.handlers.item_files import ItemWriter
     from trawl.ops.metrics import CrawlMetrics, Levels
     from trawl.outputs.uploader import Uploader
+    from trawl.render.renderer import Renderer
 
 REFILL_PERIOD = 0.5
 COMMIT_LINGER = 0.010
@@ -83,6 +84,7 @@ class Crawler:
         on_items: OnItems | None = None,
         uploader: Uploader | None = None,
         item_files: ItemWriter | None = None,
+        renderer: Renderer | None = None,
     ) -> None:
         self._config = config
         self.uploader = uploader
@@ -136,13 +138,17 @@ class Crawler:
         self._pages = PageJob(
             config, fetcher, extract, self._soft404, self._scheduler, self._committer,
             links=self._links, sitemap_links=sitemap_links, rules=self._rules, wake=self._wake,
-            rng=self._rng, metrics=metrics,
+            rng=self._rng, metrics=metrics, renderer=renderer,
         )  # fmt: skip
         self._hosts = HostJobs(
             config, store, fetcher, self._scheduler, self._frontier, self._committer,
             robots=robots, soft404=self._soft404, links=self._links, wake=self._wake,
             clock=clock, rng=self._rng,
         )  # fmt: skip
+        self._longest_turn = config.timeouts.total + (
+            config.render.timeout if config.render.enabled else 0.0
+        )
+        """The longest a page's turn may take: its fetch, and its render if it may have one."""
         self._refill_wanted = Wakeup()
         self._renew_wanted = Wakeup()
         self._ending = False
@@ -299,9 +305,9 @@ class Crawler:
         """The job of the host's turn (None: it has none now). The job is given every URL
         it needs now: the host's lease, and its buffered URLs with it, may be lost before
         the job first runs (:meth:`Frontier.renew`)."""
-        if not self._frontier.may_dispatch(slot, self._config.timeouts.total):
-            # The lease is lost or runs out before a fetch could end: wait for the
-            # renewal (or the loss) instead of risking two workers on one host.
+        if not self._frontier.may_dispatch(slot, self._longest_turn):
+            # The lease is lost or runs out before a fetch (and its render) could end:
+            # wait for the renewal (or the loss) instead of risking two workers on one host.
             if slot.generation is not None:
                 self._scheduler.pause(slot, self._config.leases.renew_every / 4)
             return None

@@ -7,11 +7,19 @@ sitemap's entries, a page's links and text extracted (inline or in child process
 which is not the host's business), and its page handler's items kept with its outcome
 (a handler that raises fails the page: ``handler_failed``). Every page request is
 logged at debug level.
+
+A page to be rendered (trawl.render: ``--render``, ``--render-include``) is rendered
+inside its host's turn, which ends only once the render has: the browser's requests are
+the host's too. Under ``auto`` the fetched page is extracted first, still in the turn
+(the extract worker says whether it looks built by its scripts); a page that does not is
+read from that extraction. A rendered page is read as its rendered HTML, and archived
+with it (trawl.content.warc_records).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -19,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from trawl.config import CrawlConfig
 from trawl.content.stage import FetchedContent
+from trawl.content.warc_records import WarcExchange
 from trawl.crawl.commit import Committer
 from trawl.crawl.outcomes import (
     BACK_OFF_STATUSES,
@@ -34,7 +43,7 @@ from trawl.crawl.wakeup import Wakeup
 from trawl.extract.handled import Fetched
 from trawl.extract.links import LinkFilter
 from trawl.extract.parser import is_html
-from trawl.extract.pool import ExtractFailed, ExtractPool
+from trawl.extract.pool import Extracted, ExtractFailed, ExtractPool
 from trawl.extract.soft404 import Soft404Detector
 from trawl.extract.urls import url_hash
 from trawl.fetch.fetcher import Fetcher, FetchError, FetchResult, Validators, archived
@@ -43,6 +52,7 @@ from trawl.freshness.sitemap_parser import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.freshness.sitemaps import read_sitemap, redirected
 from trawl.politeness.rules import LiveRules
 from trawl.politeness.scheduler import HostScheduler, HostSlot
+from trawl.render.renderer import RENDERED_TYPE, Renderer
 from trawl.store.values import (
     CommitBatch,
     Fence,
@@ -90,6 +100,7 @@ class PageJob:
         wake: Wakeup,
         rng: random.Random,
         metrics: CrawlMetrics | None,
+        renderer: Renderer | None = None,
     ) -> None:
         self._config = config
         self._fetcher = fetcher
@@ -103,6 +114,7 @@ class PageJob:
         self._wake = wake
         self._rng = rng
         self._metrics = metrics
+        self._renderer = renderer
         self.extracting = 0
         """Pages whose response is in and whose links are still being read."""
 
@@ -112,12 +124,15 @@ class PageJob:
         validators = None
         if url.conditional:
             validators = Validators(url.etag, url.last_modified, url.fetched_at)
+        exchange: WarcExchange | None = None
         if url.kind == Kind.SITEMAP:
             result, archiving = await self._fetcher.fetch_then_archive(
                 url.url, max_body=SITEMAP_MAX_BYTES, validators=validators
             )
         else:
-            result, archiving = await self._fetcher.fetch_then_archive(
+            # Archived once the page is read in the host's turn, with its rendered HTML
+            # when it is rendered.
+            result, exchange = await self._fetcher.fetch_exchange(
                 url.url, accept=is_html, validators=validators
             )
         if result.error is FetchError.FD_LIMIT:
@@ -141,18 +156,28 @@ class PageJob:
             batch.count("retries")
         elif decision.verdict is Verdict.FAIL:
             batch.outcomes.append(self._failed(url, result, attempts, decision, batch))
-        # The host's turn ends with the response; link extraction (possibly on another
-        # core) is not the host's business. The page still counts against the global
-        # cap until its result is handed to the committer.
+        found: Extracted | None = None
+        rendered: bytes | None = None
+        if decision.verdict is Verdict.ANSWERED and url.kind != Kind.SITEMAP:
+            found, rendered = await self._render(slot, url, result, batch)
+            if rendered is not None and exchange is not None:
+                exchange = dataclasses.replace(exchange, rendered=rendered)
+        if url.kind != Kind.SITEMAP:
+            archiving = self._fetcher.archive(exchange)
+        # The host's turn ends with the response (and its render, above); link
+        # extraction (possibly on another core) is not the host's business. The page
+        # still counts against the global cap until its result is handed to the committer.
         self._end_turn(slot, result, decision, batch)
         # The host is free while its exchange is archived: nothing of it depends on the
         # host, and the page's outcomes below name where it was archived.
         result = await archived(result, archiving)
+        if rendered is not None:
+            result = dataclasses.replace(result, body=rendered, content_type=RENDERED_TYPE)
         if decision.verdict is Verdict.ANSWERED:
             self.extracting += 1
             counted = dict(batch.counters)
             try:
-                outcome = await self._answered(url, result, attempts, batch, content)
+                outcome = await self._answered(url, result, attempts, batch, content, found)
             except ExtractFailed:
                 # The extraction is the first thing that adds to the batch but counters.
                 batch.counters = counted
@@ -168,6 +193,38 @@ class PageJob:
                 self.extracting -= 1
             batch.outcomes.append(outcome)
         await self._committer.submit(batch, content)
+
+    async def _render(
+        self, slot: HostSlot, url: QueuedURL, result: FetchResult, batch: CommitBatch
+    ) -> tuple[Extracted | None, bytes | None]:
+        """In the host's turn: the page's extraction when ``auto`` read it and found no
+        need to render it (None when it was not read or must be read again), and its
+        rendered HTML when it was rendered."""
+        renderer = self._renderer
+        if renderer is None or answer_kind(url, result) is not Answer.PAGE or not result.body:
+            return None, None
+        mode = renderer.mode_for(url.url)
+        if mode == "never" or not is_html(result.content_type, result.body[:512]):
+            return None, None
+        if mode == "auto":
+            try:
+                found = await self._extract.extract(
+                    url.url, url.depth + 1, result.body, result.content_type, result.robots_tags
+                )
+            except ExtractFailed:
+                return None, None  # read again after the turn, where its failure counts
+            if not found.script_built:
+                return (None if self._extract.handles else found), None
+        done = await renderer.render(url.url, result, slot.robots)
+        for name, value in done.counters.items():
+            batch.count(name, value)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "render %s %s", url.url, done.error or "ok",
+                extra={"url": url.url, "host": slot.name, "error": done.error,
+                       "duration_ms": round(done.elapsed * 1000, 1)},
+            )  # fmt: skip
+        return None, done.html
 
     async def _not_sent(self, slot: HostSlot, url: QueuedURL, fence: Fence) -> None:
         """No connection could be opened for ``url`` (no file descriptor left): nothing
@@ -277,9 +334,11 @@ class PageJob:
         attempts: int,
         batch: CommitBatch,
         content: list[FetchedContent],
+        found: Extracted | None = None,
     ) -> Outcome:
         """Record an answered fetch; a page with main text also goes into ``content``,
-        for the content stage before the commit."""
+        for the content stage before the commit. ``found``: the page's extraction, when
+        it was extracted already (trawl.render)."""
         wall = result.fetched_at
         status = result.status or 0
         batch.count("recrawled" if url.refetch else "fetched")
@@ -305,11 +364,12 @@ class PageJob:
             error = "soft_404"
             batch.count(error)
         elif kind is Answer.PAGE and result.body:
-            fetched = _fetched(url, result) if self._extract.handles else None
-            found = await self._extract.extract(
-                url.url, url.depth + 1, result.body, result.content_type, result.robots_tags,
-                fetched,
-            )  # fmt: skip
+            if found is None:
+                fetched = _fetched(url, result) if self._extract.handles else None
+                found = await self._extract.extract(
+                    url.url, url.depth + 1, result.body, result.content_type,
+                    result.robots_tags, fetched,
+                )  # fmt: skip
             if found.handled is not None:
                 if found.handled.error is not None:
                     raise HandlerFailed(found.handled.error)

@@ -70,6 +70,7 @@ from trawl.policy import (
     other_crawl,
     with_policy,
 )
+from trawl.politeness.robots import RobotsGate
 from trawl.politeness.robots_parser import agent_token
 from trawl.store.location import StoreLocation
 from trawl.store.protocols import Store
@@ -85,6 +86,7 @@ LOCK_NAME = "crawl.lock"
 
 if TYPE_CHECKING:
     from trawl.outputs.uploader import Uploader
+    from trawl.render.renderer import Renderer
 
 log = logging.getLogger("trawl.crawl.runner")
 
@@ -144,6 +146,7 @@ async def build_engine(
         content=config.content,
         text_format=config.text_format,
         handlers=config.handlers,
+        render_signals=config.render.enabled,
     )
     async with contextlib.AsyncExitStack() as stack:
         # First, so that the workers load their code while the store opens.
@@ -200,6 +203,9 @@ async def build_engine(
                 tls=tls_context(config.ca_file),
             )
         )
+        renderer = None
+        if config.render.enabled:
+            renderer = await stack.enter_async_context(_renderer(config, store, fetcher))
         metrics = None
         if config.metrics_port is not None:
             from trawl.ops.metrics import CrawlMetrics, MetricsServer
@@ -233,8 +239,17 @@ async def build_engine(
             )
         yield Crawler(
             config, store, fetcher, extract, content=content, metrics=metrics,
-            on_items=on_items, uploader=uploader, item_files=item_files,
+            on_items=on_items, uploader=uploader, item_files=item_files, renderer=renderer,
         )  # fmt: skip
+
+
+def _renderer(config: CrawlConfig, store: Store, fetcher: Fetcher) -> Renderer:
+    """The headless browser of ``--render``, its requests through ``fetcher``."""
+    from trawl.render.renderer import Renderer
+    from trawl.render.requests import SubresourceRobots
+
+    gate = RobotsGate(store, fetcher, agent_token(config.user_agent), config.url_rules)
+    return Renderer(config.render, fetcher, SubresourceRobots(gate.fetch_rules))
 
 
 async def _uploader(

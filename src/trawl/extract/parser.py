@@ -21,9 +21,12 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["HTML_TYPES", "ParsedPage", "decode_body", "is_html", "parse_html", "robots_header"]
+__all__ = [
+    "HTML_TYPES", "ParsedPage", "ScriptSignals", "decode_body", "is_html", "parse_html",
+    "robots_header",
+]  # fmt: skip
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
@@ -255,6 +258,20 @@ def _meta_robots(tree: LexborHTMLParser, agent_token: str) -> tuple[bool, bool]:
 
 
 @dataclass(frozen=True, slots=True)
+class ScriptSignals:
+    """What says a page is built by its scripts (read by trawl.render.rule): the visible
+    text of its body (characters, scripts, styles and templates left out), the bytes of
+    its inline scripts, its ``<script>`` elements with a ``src``, and whether it has an
+    application root (``id`` root, app, __next, __nuxt, ___gatsby, or ``<app-root>``)
+    with nothing in it."""
+
+    text_chars: int = 0
+    script_bytes: int = 0
+    external_scripts: int = 0
+    empty_root: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ParsedPage:
     """What one HTML page tells the crawler.
 
@@ -270,6 +287,8 @@ class ParsedPage:
     noindex: bool
     nofollow_links: int
     title: str | None
+    signals: ScriptSignals | None = None
+    """Read only when asked for (``script_signals``)."""
 
 
 def content_charset(content_type: str | None) -> str | None:
@@ -346,6 +365,7 @@ def parse_html(
     honour_nofollow: bool = True,
     max_links: int = 5000,
     charset: str | None = None,
+    script_signals: bool = False,
 ) -> ParsedPage:
     """Parse one HTML page; never raises, whatever the bytes.
 
@@ -354,6 +374,7 @@ def parse_html(
     dropped, and a page-wide robots nofollow drops them all. A page longer than
     :data:`PARSE_PIECE` bytes is parsed a piece at a time (its memory stays bounded);
     what the page says once (base, canonical, title) is the first piece's that says it.
+    With ``script_signals`` the page's :class:`ScriptSignals` are read too.
     """
     links: list[str] = []
     dropped = 0
@@ -361,6 +382,7 @@ def parse_html(
     canonical: str | None = None
     title: str | None = None
     noindex = nofollow = False
+    signals = ScriptSignals() if script_signals else None
     html = decode_body(body, charset)
     # Lexbor reads UTF-8: it encodes text so itself.
     for piece in _pieces(html if isinstance(html, bytes) else html.encode()):
@@ -376,6 +398,8 @@ def parse_html(
         base_href = base_href or _base_href(tree)
         canonical = canonical or _canonical(tree)
         title = title or _title(tree)
+        if signals is not None:
+            signals = _add_signals(signals, tree)
     if nofollow and honour_nofollow:
         links, dropped = [], 0
     return ParsedPage(
@@ -386,7 +410,45 @@ def parse_html(
         noindex=noindex,
         nofollow_links=dropped,
         title=title,
+        signals=signals,
     )
+
+
+_APP_ROOT_IDS = frozenset({"root", "app", "__next", "__nuxt", "___gatsby"})
+_NOT_SHOWN = ["script", "style", "noscript", "template"]
+
+
+def _add_signals(signals: ScriptSignals, tree: LexborHTMLParser) -> ScriptSignals:
+    """``signals`` with those of one piece of a page added (the piece's tree is spent:
+    its scripts and styles are taken out to measure the text shown)."""
+    script_bytes = signals.script_bytes
+    external = signals.external_scripts
+    for node in tree.tags("script"):
+        if node.attributes.get("src"):
+            external += 1
+        else:
+            script_bytes += len(node.text(deep=True))
+    empty_root = signals.empty_root
+    for node in tree.css("[id], app-root"):
+        if node.tag != "app-root" and node.attributes.get("id") not in _APP_ROOT_IDS:
+            continue
+        if not (_has_element(node) or node.text(deep=True).strip()):
+            empty_root = True
+    tree.strip_tags(_NOT_SHOWN)
+    shown = tree.body.text(deep=True, separator=" ") if tree.body is not None else ""
+    return ScriptSignals(
+        signals.text_chars + len(" ".join(shown.split())), script_bytes, external, empty_root
+    )
+
+
+def _has_element(node: LexborNode) -> bool:
+    """Whether ``node`` has an element among its children (not text, not a comment)."""
+    child = node.child
+    while child is not None:
+        if not (child.tag or "-").startswith("-"):
+            return True
+        child = child.next
+    return False
 
 
 def _base_href(tree: LexborHTMLParser) -> str | None:

@@ -35,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from trawl.config import ScopeConfig, TextFormat
 from trawl.content.text import PageText, extract_text
@@ -49,6 +49,7 @@ from trawl.extract.resolution import resolve
 from trawl.extract.scope import Scope
 from trawl.extract.urls import NormalizeRules, normalize
 from trawl.freshness.recrawl import body_hash, text_hash
+from trawl.render.rule import script_built
 from trawl.resource import AsyncResource
 from trawl.store.values import CommitBatch, NewURL
 
@@ -69,6 +70,8 @@ class ExtractSettings:
     text_format: TextFormat = "text"
     handlers: tuple[tuple[str | None, str], ...] = ()
     """The page handlers, (label, ref) (trawl.extract.handled)."""
+    render_signals: bool = False
+    """Say whether each page looks built by its scripts (trawl.render.rule)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,8 @@ class Extracted:
     change_hash: int | None = None
     handled: Handled | None = None
     """What the page's handler gave, when it has one (its links are then its follows)."""
+    script_built: bool = False
+    """The page looks built by its scripts (trawl.render.rule; only when asked for)."""
 
 
 class Extractor:
@@ -118,7 +123,9 @@ class Extractor:
             honour_nofollow=s.honour_nofollow,
             max_links=s.max_links,
             charset=content_charset(content_type),
+            script_signals=s.render_signals,
         )
+        built = page.signals is not None and script_built(page.signals, len(page.links))
         base = url
         if page.base_href:
             base = resolve(page.base_href, url) or url
@@ -147,10 +154,13 @@ class Extractor:
                 None if nofollow else self._links, batch,
             )  # fmt: skip
             return Extracted(canonical, follows, batch.counters, noindex, len(page.links),
-                             text, content_hash, change, handled)  # fmt: skip
+                             text, content_hash, change, handled, built)  # fmt: skip
         if nofollow:
             batch.count("nofollow_pages")
-            return Extracted(canonical, [], batch.counters, noindex, 0, text, content_hash, change)
+            return Extracted(
+                canonical, [], batch.counters, noindex, 0, text, content_hash, change,
+                script_built=built,
+            )  # fmt: skip
         batch.count("nofollow_links", page.nofollow_links)
         links = self._links.page_links(page.links, base, depth, batch)
         return Extracted(
@@ -162,16 +172,18 @@ class Extractor:
             text,
             content_hash,
             change,
+            script_built=built,
         )
 
 
 _Links = list[tuple[int, str, str, int, int, str | None, str | None]]
 _Plain = tuple[
-    str | None, _Links, dict[str, int], bool, int, PageText | None, str | None, int | None
-]
+    str | None, _Links, dict[str, int], bool, int, PageText | None, str | None, int | None,
+    bool,
+]  # fmt: skip
 _WithHandled = tuple[
     str | None, _Links, dict[str, int], bool, int, PageText | None, str | None, int | None,
-    tuple[tuple[str, ...], str | None, tuple[tuple[int, float], ...]],
+    bool, tuple[tuple[str, ...], str | None, tuple[tuple[int, float], ...]],
 ]  # fmt: skip
 Answer = _Plain | _WithHandled
 """An :class:`Extracted` as it crosses the pipe: its fields in order, the links as plain
@@ -185,20 +197,21 @@ def _answer(found: Extracted) -> Answer:
     links = [link[:] for link in found.links]
     if found.handled is None:
         return (found.canonical, links, found.counters, found.noindex, found.out_links,
-                found.text, found.content_hash, found.change_hash)  # fmt: skip
+                found.text, found.content_hash, found.change_hash,
+                found.script_built)  # fmt: skip
     handled = (found.handled.items, found.handled.error, found.handled.priorities)
     return (found.canonical, links, found.counters, found.noindex, found.out_links,
-            found.text, found.content_hash, found.change_hash, handled)  # fmt: skip
+            found.text, found.content_hash, found.change_hash, found.script_built,
+            handled)  # fmt: skip
 
 
 def _extracted(answer: Answer) -> Extracted:
-    if len(answer) == 8:
-        canonical, links, counters, noindex, out_links, text, content_hash, change = answer
-        return Extracted(canonical, list(map(_new_url, links)), counters, noindex, out_links,
-                         text, content_hash, change)  # fmt: skip
-    canonical, links, counters, noindex, out_links, text, content_hash, change, handled = answer
+    # Told apart by length (mypy narrows tuples by length only up to 8 items).
+    handled = Handled(*cast(_WithHandled, answer)[9]) if len(answer) == 10 else None
+    plain: _Plain = answer[:9]
+    canonical, links, counters, noindex, out_links, text, content_hash, change, built = plain
     return Extracted(canonical, list(map(_new_url, links)), counters, noindex, out_links,
-                     text, content_hash, change, Handled(*handled))  # fmt: skip
+                     text, content_hash, change, handled, built)  # fmt: skip
 
 
 MAX_AUTO_WORKERS = 2

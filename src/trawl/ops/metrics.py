@@ -66,6 +66,11 @@ _COUNTED = {
     "sitemaps_read": "sitemaps_read",
     "sitemap_urls": "sitemap_urls",
     "sitemap_errors": "sitemap_errors",
+    "rendered": "rendered",
+    "render_requests": "render_requests",
+    "render_blocked_address": "render_blocked_address",
+    "render_capped": "render_capped",
+    "render_restarts": "render_restarts",
 }
 
 
@@ -238,6 +243,11 @@ class CrawlMetrics:
             "redirect": "Redirect answers",
             "robots_blocked": "URLs robots.txt kept from being fetched",
             "duplicate_urls": "Discovered links to URLs already known",
+            "rendered": "Pages rendered in headless Chromium",
+            "render_requests": "Subresources rendered pages loaded through trawl's fetcher",
+            "render_blocked_address": "Requests of rendered pages refused for their address",
+            "render_capped": "Requests of rendered pages refused past --render-max-requests",
+            "render_restarts": "Browser restarts past --render-memory",
         }
         self._counters = {
             key: Counter(f"trawl_{key}", doc, registry=self.registry)

@@ -35,6 +35,13 @@ FRESHNESS_COUNTERS = (
 )  # fmt: skip
 """Counters of recrawls (trawl.freshness.recrawl) and sitemaps (trawl.freshness.sitemaps)."""
 
+RENDER_COUNTERS = (
+    "rendered", "render_timeout", "render_failed", "render_requests", "render_blocked_address",
+    "render_robots", "render_capped", "render_skipped", "render_refused",
+    "render_failed_requests", "render_restarts",
+)  # fmt: skip
+"""Counters of renders and of their pages' requests (trawl.render)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Summary:
@@ -78,6 +85,9 @@ class Summary:
     stale_completions: int = 0
     """Results the store refused because their host's lease had passed to another
     worker (trawl.store.rows.settle_fences): 0 in a crawl of one process."""
+    render: Mapping[str, int] = field(default_factory=dict)
+    """Pages rendered in headless Chromium and their requests (``RENDER_COUNTERS``; zeros
+    left out)."""
     uploads: Mapping[str, int] = field(default_factory=dict)
     """This run's ``--output`` uploads (trawl.outputs.uploader.UploadFigures): ``files``
     and ``bytes`` uploaded, ``pending`` files (``pending_bytes``) left for the next
@@ -138,6 +148,7 @@ class Summary:
             robots_unavailable=counters.get("blocked:robots_unavailable", 0),
             unreachable_hosts=counters.get("unreachable_hosts", 0),
             stale_completions=counters.get(STALE_COUNTER, 0),
+            render={name: counters[name] for name in RENDER_COUNTERS if counters.get(name)},
         )
 
     def to_json(self) -> str:
@@ -174,6 +185,9 @@ class Summary:
             ("DNS", ", ".join(f"{n} {v}" for n, v in self.dns.items()).replace("_", " ") or "-"),
             ("elapsed", f"{self.elapsed:.1f} s"),
         ]
+        if self.render:
+            render = ", ".join(f"{n} {v}" for n, v in self.render.items()).replace("_", " ")
+            rows.insert(-2, ("rendering", render))
         if self.uploads:
             uploads = ", ".join(f"{n} {v}" for n, v in self.uploads.items()).replace("_", " ")
             rows.insert(-2, ("uploads", uploads))

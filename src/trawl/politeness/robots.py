@@ -89,6 +89,15 @@ class RobotsGate:
         expires_in = ROBOTS_TTL - (now - record.fetched_at)
         return RobotsAnswer(rules, record, fetched, expires_in, failure)
 
+    async def fetch_rules(self, some_url: str) -> tuple[RobotsRules | None, FetchError | None]:
+        """The rules of the host of ``some_url`` read from the network now, not from the
+        store (the hosts a rendered page loads subresources from; trawl.render), None
+        when robots.txt is unavailable; and why the host gave no answer, if it gave none."""
+        record, failure = await self._fetch(robots_url(some_url))
+        if record.status is None:
+            return None, failure
+        return rules_for_response(record.status, record.body, self._agent), None
+
     async def _fetch(self, target: str) -> tuple[RobotsRecord, FetchError | None]:
         """The robots.txt record, and why the host itself gave no HTTP answer (None when
         it answered; a redirect's target failing leaves robots.txt unavailable)."""
