@@ -25,6 +25,7 @@ from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.outputs.target import MAX_OBJECT_SIZE, ObjectTarget
+from trawl.sites.rules import Sites
 from trawl.store.location import StoreLocation
 
 TextFormat = Literal["text", "markdown"]
@@ -286,6 +287,9 @@ class CrawlConfig:
     metrics_port: int | None = None
     """Serve Prometheus metrics on 127.0.0.1 at this port (0: any free port)."""
     freshness: Freshness = field(default_factory=Freshness)
+    sites: Sites = field(default_factory=Sites)
+    """Per-site settings by host pattern (trawl.sites.rules): the most specific rule a
+    host matches overrides the crawl's politeness and tightens its budgets for it."""
     handlers: tuple[tuple[str | None, str], ...] = ()
     """The page handlers, (label, ``module:function`` or ``/path/script.py:function``):
     a page of a label with a handler yields items and the links to follow
@@ -314,6 +318,19 @@ class CrawlConfig:
             raise UsageError("--parse-workers must not be negative")
         if self.text_format not in TEXT_FORMATS:
             raise UsageError(f"--text-format must be one of {', '.join(TEXT_FORMATS)}")
+        for site in self.sites.rules:
+            if site.max_pages is not None and site.max_pages > self.limits.max_pages_per_host:
+                raise UsageError(
+                    f"site {site.pattern!r}: max_pages {site.max_pages} is above "
+                    f"--max-pages-per-host {self.limits.max_pages_per_host}: a site may only "
+                    "tighten the crawl's budgets"
+                )
+            if site.max_depth is not None and site.max_depth > self.limits.max_depth:
+                raise UsageError(
+                    f"site {site.pattern!r}: max_depth {site.max_depth} is above "
+                    f"--max-depth {self.limits.max_depth}: a site may only tighten the "
+                    "crawl's budgets"
+                )
         if self.output is not None and self.warc and self.warc_max_size > MAX_OBJECT_SIZE:
             raise UsageError(
                 f"--warc-max-size must be at most {MAX_OBJECT_SIZE} with --output "

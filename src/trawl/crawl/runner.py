@@ -71,6 +71,7 @@ from trawl.policy import (
     with_policy,
 )
 from trawl.politeness.robots_parser import agent_token
+from trawl.sites.requests import site_requests
 from trawl.store.location import StoreLocation
 from trawl.store.protocols import Store
 
@@ -144,6 +145,7 @@ async def build_engine(
         content=config.content,
         text_format=config.text_format,
         handlers=config.handlers,
+        site_depths=config.sites.depths(),
     )
     async with contextlib.AsyncExitStack() as stack:
         # First, so that the workers load their code while the store opens.
@@ -198,6 +200,7 @@ async def build_engine(
                 ),
                 recorder=recorder,
                 tls=tls_context(config.ca_file),
+                sites=site_requests(config.sites),
             )
         )
         metrics = None
@@ -329,6 +332,7 @@ async def _joined(config: CrawlConfig) -> CrawlConfig:
     if stored is None:
         raise UsageError("that crawl has no stored policy: start it with trawl crawl --store")
     joined = joined_handlers(with_policy(config, stored), handlers)
+    site_requests(joined.sites)  # each secret from this machine's environment, or one line
     if joined.handlers and not config.handlers:
         # The stored handlers must load here too: one that cannot is a usage error of
         # this worker's machine, said before it takes any host.

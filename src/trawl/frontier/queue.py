@@ -194,7 +194,14 @@ class Frontier:
         if not wanted:
             return 0
         generations = {host_id: self._held[host_id].generation for host_id in wanted}
-        claimed = await self._store.claim(wanted, now=time.time(), worker=self._policy.worker)
+        budgets = {
+            host_id: budget
+            for host_id in wanted
+            if (budget := self._held[host_id].page_budget) is not None
+        }
+        claimed = await self._store.claim(
+            wanted, now=time.time(), worker=self._policy.worker, budgets=budgets or None
+        )
         self.exhausted = not claimed
         by_host: dict[int, list[QueuedURL]] = {}
         for url in claimed:

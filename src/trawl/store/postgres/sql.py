@@ -166,8 +166,10 @@ RECOUNT = (
 )
 PARK = f"""
 WITH spent AS (
-    SELECT id FROM hosts WHERE id = ANY(%(hosts)s::bigint[]) AND fetched >= %(budget)s
-    ORDER BY id FOR UPDATE
+    SELECT h.id FROM hosts AS h
+    JOIN unnest(%(hosts)s::bigint[], %(budgets)s::bigint[]) AS w(id, budget) ON h.id = w.id
+    WHERE w.budget IS NOT NULL AND h.fetched >= w.budget
+    ORDER BY h.id FOR UPDATE OF h
 ), parked AS (
     UPDATE urls SET state = {_PARKED}, error = %(error)s FROM spent
     WHERE urls.host_id = spent.id AND urls.state = {_QUEUED} RETURNING urls.host_id
@@ -188,9 +190,11 @@ _CLAIM_RETURNING = ", ".join(f"urls.{column.strip()}" for column in CLAIM_COLUMN
 CLAIM = f"""
 WITH wanted AS (
     SELECT h.id,
-           CASE WHEN %(budget)s::bigint IS NULL THEN w.n
-                ELSE LEAST(w.n, %(budget)s::bigint - h.fetched - h.claimed) END AS n
-    FROM hosts AS h JOIN unnest(%(hosts)s::bigint[], %(limits)s::bigint[]) AS w(id, n)
+           CASE WHEN w.budget IS NULL THEN w.n
+                ELSE LEAST(w.n, w.budget - h.fetched - h.claimed) END AS n
+    FROM hosts AS h
+    JOIN unnest(%(hosts)s::bigint[], %(limits)s::bigint[], %(budgets)s::bigint[])
+        AS w(id, n, budget)
     ON h.id = w.id
     WHERE %(worker)s::text IS NULL
        OR (h.lease_owner = %(worker)s AND h.lease_expires_at >= {_DATABASE_NOW})

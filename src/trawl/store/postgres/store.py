@@ -359,19 +359,30 @@ class PostgresStore(AsyncResource):
         return {row[0]: row[1] for row in await cursor.fetchall()}
 
     async def claim(
-        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+        self,
+        wanted: Mapping[int, int],
+        now: float,
+        worker: str | None = None,
+        budgets: Mapping[int, int] | None = None,
     ) -> Sequence[QueuedURL]:
         if not wanted:
             return []
         hosts, limits = list(wanted), list(wanted.values())
+        default = self._page_budget
+        own = budgets or {}
+        spent = [
+            default if host not in own else own[host] if default is None
+            else min(default, own[host])
+            for host in hosts
+        ]  # fmt: skip
         async with self._transaction() as conn:
             await conn.execute(sql.LOCK_HOST_IDS, (sorted(hosts),))
-            if self._page_budget is not None:
+            if any(budget is not None for budget in spent):
                 await conn.execute(
                     sql.PARK,
                     {
                         "hosts": hosts,
-                        "budget": self._page_budget,
+                        "budgets": spent,
                         "error": PAGE_BUDGET_ERROR,
                         "counter": PAGE_BUDGET_COUNTER,
                     },
@@ -381,7 +392,7 @@ class PostgresStore(AsyncResource):
                 {
                     "hosts": hosts,
                     "limits": limits,
-                    "budget": self._page_budget,
+                    "budgets": spent,
                     "now": now,
                     "worker": worker,
                 },

@@ -354,9 +354,13 @@ class SQLiteStore(AsyncResource):
         return await self._run(work)
 
     async def claim(
-        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+        self,
+        wanted: Mapping[int, int],
+        now: float,
+        worker: str | None = None,
+        budgets: Mapping[int, int] | None = None,
     ) -> Sequence[QueuedURL]:
-        budget = self._page_budget
+        default = self._page_budget
 
         def work(db: sqlite3.Connection) -> list[QueuedURL]:
             claimed: list[QueuedURL] = []
@@ -365,6 +369,10 @@ class SQLiteStore(AsyncResource):
             for host_id, limit in wanted.items():
                 if leased is not None and host_id not in leased:
                     continue
+                budget = default
+                own = None if budgets is None else budgets.get(host_id)
+                if own is not None and (budget is None or own < budget):
+                    budget = own
                 if budget is not None:
                     fetched, out = db.execute(sql.PAGE_BUDGET_USE, (host_id,)).fetchone()
                     if fetched >= budget:
