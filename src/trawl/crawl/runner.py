@@ -157,6 +157,7 @@ async def build_engine(
                 page_budget=config.limits.max_pages_per_host,
                 discovery_budget=config.limits.discovery_budget,
                 horizon=config.freshness.horizon,
+                host_budget=config.sites.page_budget_for if config.sites.budgets else None,
             )
         )
         if resuming:

@@ -62,7 +62,7 @@ class Crawler:
         seeds: str | Iterable[str],
         *,
         data_dir: str | os.PathLike[str] = "trawl-data",
-        sites: Mapping[str, Mapping[str, object]] | None = None,
+        sites: Mapping[str, object] | None = None,
         **options: object,
     ) -> None:
         self._seeds = (seeds,) if isinstance(seeds, str) else tuple(seeds)

@@ -167,6 +167,11 @@ class Sites:
         site = self.for_host(host)
         return None if site is None else site.max_pages
 
+    @property
+    def budgets(self) -> bool:
+        """Whether a site sets its own page budget."""
+        return any(site.max_pages is not None for site in self.rules)
+
     def depths(self) -> tuple[tuple[str, int], ...]:
         """(pattern, max_depth) of the rules that set one, for the extract workers."""
         return tuple(

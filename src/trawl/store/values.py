@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -78,6 +78,18 @@ class UploadRecord:
     sha256: str
     worker: str
     uploaded_at: float
+
+
+HostBudget = Callable[[str], int | None]
+"""A host's own page budget by its name (its site's, trawl.sites), None: the store's."""
+
+
+def least_budget(store: int | None, own: int | None, unbounded: int) -> int:
+    """A host's page budget: the store's or its own, the tighter; ``unbounded`` when
+    it has neither."""
+    if own is None:
+        return unbounded if store is None else store
+    return own if store is None else min(store, own)
 
 
 PAGE_BUDGET_COUNTER = "over_host_page_budget"

@@ -57,6 +57,7 @@ from trawl.store.values import (
     CommitBatch,
     CommitResult,
     ExportRow,
+    HostBudget,
     HostFigures,
     HostRow,
     ItemRow,
@@ -66,6 +67,7 @@ from trawl.store.values import (
     Soft404Record,
     UploadRecord,
     UrlFilter,
+    least_budget,
 )
 
 CONNECT_TIMEOUT = 10
@@ -89,7 +91,8 @@ class _AddressClaim:
 class PostgresStore(AsyncResource):
     """Store engine on a PostgreSQL database, in ``schema`` (None: the server's default).
 
-    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded);
+    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded),
+    ``host_budget`` the tighter page budgets of some hosts (their sites');
     ``horizon`` is the queue time the priority range is worth (trawl.frontier.priority).
     A ``readonly`` store neither creates nor migrates anything. Any number of processes
     may open one store: they share its hosts through leases.
@@ -104,8 +107,10 @@ class PostgresStore(AsyncResource):
         discovery_budget: int | None = None,
         readonly: bool = False,
         horizon: float = DEFAULT_HORIZON,
+        host_budget: HostBudget | None = None,
     ) -> None:
         self._horizon = horizon
+        self._host_budget = host_budget
         self._dsn = dsn
         self._schema = schema
         self._page_budget = page_budget
@@ -232,20 +237,33 @@ class PostgresStore(AsyncResource):
     async def recover(self, worker: str | None = None, *, now: float | None = None) -> int:
         # Recovery ends leases by their owner, not by their expiry: ``now`` is taken as
         # every lease method takes it, and not read.
-        unpark = {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER}
         async with self._transaction() as conn:
             if worker is None:
                 moved = await conn.execute(sql.RECOVER)
-                await conn.execute(sql.UNPARK, unpark)
+                await conn.execute(sql.UNPARK, await self._unparked(conn))
                 await conn.execute(sql.RECOUNT)
             else:
                 requeued = await conn.execute(sql.RECOVER_WORKER, {"worker": worker})
-                await conn.execute(sql.LOCK_PARKED_HOSTS)
-                await conn.execute(sql.UNPARK, unpark)
+                await conn.execute(sql.UNPARK, await self._unparked(conn))
         if worker is None:
             return moved.rowcount
         row = await requeued.fetchone()
         return int(row[0]) if row else 0
+
+    async def _unparked(self, conn: AsyncConnection[Any]) -> dict[str, Any]:
+        """The parameters of ``UNPARK`` with the hosts that have PARKED URLs locked: every
+        host the store's page budget leaves room for, or only those whose own budget
+        (``host_budget``) does too."""
+        cursor = await conn.execute(sql.PARKED_HOSTS)
+        hosts = None
+        if self._host_budget is not None:
+            budget, own = self._page_budget, self._host_budget
+            hosts = [
+                host_id
+                for host_id, name, fetched in await cursor.fetchall()
+                if fetched < least_budget(budget, own(name), fetched + 1)
+            ]
+        return {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER, "hosts": hosts}
 
     async def lease_hosts(
         self,

@@ -69,6 +69,7 @@ from trawl.store.values import (
     CommitBatch,
     CommitResult,
     ExportRow,
+    HostBudget,
     HostFigures,
     HostRow,
     ItemRow,
@@ -89,7 +90,8 @@ DB_NAME = "crawl.db"
 class SQLiteStore(AsyncResource):
     """Store engine on a local SQLite database in ``data_dir``.
 
-    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
+    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded),
+    ``host_budget`` the tighter page budgets of some hosts (their sites').
     ``wal_limit`` bounds the write-ahead log file (trawl.store.sqlite.checkpoint);
     ``horizon`` is the queue time the priority range is worth (trawl.frontier.priority);
     ``inbox_limit`` is how many ids the id index's inbox gathers before a merge
@@ -112,8 +114,10 @@ class SQLiteStore(AsyncResource):
         wal_limit: int = WAL_LIMIT,
         horizon: float = DEFAULT_HORIZON,
         inbox_limit: int = MERGE_ROWS,
+        host_budget: HostBudget | None = None,
     ) -> None:
         self._horizon = horizon
+        self._host_budget = host_budget
         self._inbox_limit = inbox_limit
         self.path = data_dir / DB_NAME
         self._wal_limit = wal_limit
@@ -264,7 +268,7 @@ class SQLiteStore(AsyncResource):
         # this process's or a dead one's, whatever ``worker`` says, live or not at ``now``.
         def work(db: sqlite3.Connection) -> int:
             moved = db.execute(sql.RECOVER_URLS, (State.QUEUED, State.CLAIMED)).rowcount
-            unpark(db, self._page_budget)
+            unpark(db, self._page_budget, self._host_budget)
             db.execute(sql.END_LEASES)
             return moved
 
