@@ -39,6 +39,7 @@ response_factor = 0
 retry_base = 0.05
 retry_cap = 0.2
 parse_workers = 0
+per_ip = 2
 warc = true
 
 [sites."a.test"]
@@ -57,6 +58,9 @@ delay = {SITE_DELAY}
 
 [sites."deep.test"]
 max_depth = 1
+
+[sites."pair.test"]
+per_host = 2
 """
 CREDENTIALS = ("X-Token", "Cookie", "Authorization")
 
@@ -77,6 +81,12 @@ def make_site(port: int) -> Site:
         at("a.test", "/go"): Response(
             status=302, headers=(("Location", at("b.test", "/landing")),)
         ),
+        at("a.test", "/robots.txt"): Response(
+            status=301, headers=(("Location", at("b.test", "/robots-of-a.txt")),)
+        ),
+        at("b.test", "/robots-of-a.txt"): Response(
+            body=b"User-agent: *\nAllow: /\n", content_type="text/plain"
+        ),
         at("b.test"): html("/x", at("a.test", "/p2")),
         at("b.test", "/x"): html(),
         at("b.test", "/landing"): html(),
@@ -90,7 +100,12 @@ def make_site(port: int) -> Site:
     }
     routes |= {at("budget.test", f"/b{n}"): html() for n in range(8)}
     routes |= {at("slow.test", f"/s{n}"): html() for n in range(4)}
-    seeds = [at(host) for host in ("a.test", "b.test", "budget.test", "deep.test", "slow.test")]
+    routes[at("pair.test")] = html(*(f"/q{n}" for n in range(6)))
+    routes |= {
+        at("pair.test", f"/q{n}"): Response(body=b"<p>slow</p>", delay=0.2) for n in range(6)
+    }
+    hosts = ("a.test", "b.test", "budget.test", "deep.test", "slow.test", "pair.test")
+    seeds = [at(host) for host in hosts]
     return Site.build(port, routes, seeds)
 
 
@@ -145,7 +160,8 @@ def test_a_sites_headers_cookies_and_auth_go_with_every_request_to_its_host(
 def test_other_hosts_never_get_them_not_by_redirect_nor_link(crawled: Crawled) -> None:
     others = [r for r in crawled.server.requests if r.host != "a.test"]
     b_paths = {r.path for r in others if r.host == "b.test"}
-    assert {"/landing", "/x", "/robots.txt"} <= b_paths  # the redirect target and the link
+    # The targets of a page's redirect and of a.test's robots.txt redirect, and a link.
+    assert {"/landing", "/robots-of-a.txt", "/x", "/robots.txt"} <= b_paths
     assert any(p.startswith(PROBE_PREFIX) for p in b_paths)
     for record in others:
         leaked = [name for name in CREDENTIALS if name in record.headers]
@@ -205,6 +221,14 @@ def test_a_sites_delay_holds_in_the_servers_log(crawled: Crawled) -> None:
     assert min(crawled.server.gaps("budget.test", include_robots=True)) < SITE_DELAY / 2
 
 
+def test_a_sites_requests_in_flight_replace_the_crawls_within_the_address_limit(
+    crawled: Crawled,
+) -> None:
+    peaks = crawled.server.max_inflight_per_host()
+    assert peaks["pair.test"] == 2  # its site's per_host, which per_ip = 2 allows
+    assert max(peak for host, peak in peaks.items() if host != "pair.test") == 1
+
+
 def test_a_sites_budgets_stop_that_site_only(crawled: Crawled) -> None:
     budget = [r.path for r in crawled.requests("budget.test") if is_page(r.path)]
     assert len(budget) == 3, budget  # max_pages = 3 fetches of that host
@@ -218,4 +242,4 @@ def test_a_sites_budgets_stop_that_site_only(crawled: Crawled) -> None:
     slow = {r.path for r in crawled.requests("slow.test") if is_page(r.path)}
     assert slow == {"/", *(f"/s{n}" for n in range(4))}
     b = {r.path for r in crawled.requests("b.test") if is_page(r.path)}
-    assert b == {"/", "/x", "/landing"}
+    assert b == {"/", "/x", "/landing", "/robots-of-a.txt"}
