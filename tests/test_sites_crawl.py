@@ -216,7 +216,9 @@ async def test_the_api_shows_the_sites_without_secrets(crawled: Crawled) -> None
 def test_a_sites_delay_holds_in_the_servers_log(crawled: Crawled) -> None:
     gaps = crawled.server.gaps("slow.test", include_robots=True)
     assert len(gaps) >= 5
-    assert min(gaps) >= SITE_DELAY, gaps
+    # The server logs a request's end once its handler is done, a little after the
+    # crawler may have read the last byte: 5% of slack, as the crawl's own delay has.
+    assert min(gaps) >= SITE_DELAY * 0.95, gaps
     # The crawl's own delay (0) is what the other hosts got.
     assert min(crawled.server.gaps("budget.test", include_robots=True)) < SITE_DELAY / 2
 

@@ -68,6 +68,7 @@ from trawl.store.values import (
     UploadRecord,
     UrlFilter,
     least_budget,
+    within_budget,
 )
 
 CONNECT_TIMEOUT = 10
@@ -251,18 +252,14 @@ class PostgresStore(AsyncResource):
         return int(row[0]) if row else 0
 
     async def _unparked(self, conn: AsyncConnection[Any]) -> dict[str, Any]:
-        """The parameters of ``UNPARK`` with the hosts that have PARKED URLs locked: every
-        host the store's page budget leaves room for, or only those whose own budget
-        (``host_budget``) does too."""
+        """``UNPARK``'s parameters, the hosts with PARKED URLs locked: with ``host_budget``,
+        only those their own budget leaves room for."""
         cursor = await conn.execute(sql.PARKED_HOSTS)
-        hosts = None
-        if self._host_budget is not None:
-            budget, own = self._page_budget, self._host_budget
-            hosts = [
-                host_id
-                for host_id, name, fetched in await cursor.fetchall()
-                if fetched < least_budget(budget, own(name), fetched + 1)
-            ]
+        hosts, own = None, self._host_budget
+        if own is not None:
+            budget = self._page_budget
+            rows = await cursor.fetchall()
+            hosts = [i for i, name, n in rows if within_budget(n, least_budget(budget, own(name)))]
         return {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER, "hosts": hosts}
 
     async def lease_hosts(
@@ -386,13 +383,7 @@ class PostgresStore(AsyncResource):
         if not wanted:
             return []
         hosts, limits = list(wanted), list(wanted.values())
-        default = self._page_budget
-        own = budgets or {}
-        spent = [
-            default if host not in own else own[host] if default is None
-            else min(default, own[host])
-            for host in hosts
-        ]  # fmt: skip
+        spent = [least_budget(self._page_budget, (budgets or {}).get(host)) for host in hosts]
         async with self._transaction() as conn:
             await conn.execute(sql.LOCK_HOST_IDS, (sorted(hosts),))
             if any(budget is not None for budget in spent):

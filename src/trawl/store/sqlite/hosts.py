@@ -20,6 +20,7 @@ from trawl.store.values import (
     Release,
     State,
     least_budget,
+    within_budget,
 )
 
 HOST_ID_CACHE = 100_000
@@ -92,7 +93,7 @@ def unpark(
         free = [
             (State.QUEUED, State.PARKED, host_id)
             for host_id, name, fetched in db.execute(sql.PARKED_HOSTS, (State.PARKED,))
-            if fetched < least_budget(page_budget, host_budget(name), fetched + 1)
+            if within_budget(fetched, least_budget(page_budget, host_budget(name)))
         ]
         moved = sum(db.execute(sql.UNPARK_HOST, row).rowcount for row in free)
         add_counters(db, {PAGE_BUDGET_COUNTER: -moved})

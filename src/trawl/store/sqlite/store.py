@@ -80,6 +80,7 @@ from trawl.store.values import (
     State,
     UploadRecord,
     UrlFilter,
+    least_budget,
 )
 
 T = TypeVar("T")
@@ -373,10 +374,7 @@ class SQLiteStore(AsyncResource):
             for host_id, limit in wanted.items():
                 if leased is not None and host_id not in leased:
                     continue
-                budget = default
-                own = None if budgets is None else budgets.get(host_id)
-                if own is not None and (budget is None or own < budget):
-                    budget = own
+                budget = least_budget(default, None if budgets is None else budgets.get(host_id))
                 if budget is not None:
                     fetched, out = db.execute(sql.PAGE_BUDGET_USE, (host_id,)).fetchone()
                     if fetched >= budget:
