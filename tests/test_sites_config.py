@@ -194,3 +194,10 @@ def test_bad_site_settings_are_one_line_and_exit_2(
     line = assert_one_error_line(run)
     assert said in line, line
     assert not Path("trawl-data").exists()  # refused before anything was made
+
+
+def test_a_configuration_printed_whole_shows_no_secret(env: None) -> None:
+    config = build_config((SEED,), {**library_values({}), "sites": SITES})
+    shown = repr(config) + repr(config.sites.rules)
+    assert "X-Plain" in shown
+    assert not [s for s in SECRETS if s in shown]

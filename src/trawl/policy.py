@@ -43,7 +43,7 @@ from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import NormalizeRules, Rejection, normalize
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
-from trawl.sites.rules import SiteError, Sites
+from trawl.sites.rules import Sites
 
 POLICY_KEY = "policy"
 """The ``meta`` key the policy is stored under."""
@@ -136,8 +136,6 @@ def with_policy(config: CrawlConfig, stored: str) -> CrawlConfig:
             freshness=_freshness(data.get("freshness"), config.freshness),
             sites=Sites.from_json(data.get("sites")),
         )
-    except SiteError:
-        raise
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"the crawl's stored policy is unreadable ({exc!r})") from exc
 

@@ -41,14 +41,18 @@ class SiteError(UsageError, ValueError):
     """A site setting that cannot be used; the message names the site and the key."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Value:
     """A header's or a cookie's value: ``text`` as given, or the environment variable
-    ``env``; ``secret`` values are never stored, logged or archived."""
+    ``env``; ``secret`` values are never stored, logged or archived (nor shown by
+    ``repr``, so that a configuration printed whole holds none)."""
 
     text: str | None = None
     env: str | None = None
     secret: bool = False
+
+    def __repr__(self) -> str:
+        return f"Value({self.to_json()!r})"
 
     def to_json(self) -> dict[str, Any]:
         """The stored (and shown) form: the text only when it is not secret."""
