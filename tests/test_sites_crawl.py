@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from conftest import is_page
+from test_api import AUTH, TOKEN, crawl_until, settled
 from trawl.demo import Site, SiteServer
 from trawl.demo.server import RequestRecord
 from trawl.demo.site import Response
@@ -245,3 +246,31 @@ def test_a_sites_budgets_stop_that_site_only(crawled: Crawled) -> None:
     assert slow == {"/", *(f"/s{n}" for n in range(4))}
     b = {r.path for r in crawled.requests("b.test") if is_page(r.path)}
     assert b == {"/", "/x", "/landing", "/robots-of-a.txt"}
+
+
+async def test_the_api_takes_sites_from_the_servers_config_never_from_a_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    config = tmp_path / "serve.toml"
+    config.write_text(CONFIG)
+    with SiteServer(make_site) as server:
+        options = [*server.resolve_args(), "--config", str(config)]
+        crawls = Crawls(tmp_path / "crawls", crawl_options=options)
+        transport = httpx.ASGITransport(app=create_app(crawls, TOKEN))
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+                seed = server.site.url("a.test")
+                body = {"seeds": [seed], "sites": {"a.test": {"headers": {"X": {"env": "HOME"}}}}}
+                refused = await client.post("/crawls", json=body, headers=AUTH)
+                assert refused.status_code == 422
+                assert "sites are not taken in a request" in refused.text
+                crawl_id, final = await crawl_until(client, {"seeds": [seed]}, settled)
+        finally:
+            await crawls.aclose()
+        assert final["state"] == "done", final
+        seen = [r for r in server.requests if r.host == "a.test"]
+    assert {r.path for r in seen} >= {"/", "/p1", "/robots.txt"}
+    assert all(r.headers.get("Authorization") == BASIC for r in seen)
+    assert crawl_id in {path.name for path in (tmp_path / "crawls").iterdir()}

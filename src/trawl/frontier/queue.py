@@ -194,13 +194,12 @@ class Frontier:
         if not wanted:
             return 0
         generations = {host_id: self._held[host_id].generation for host_id in wanted}
-        budgets = {
-            host_id: budget
-            for host_id in wanted
-            if (budget := self._held[host_id].page_budget) is not None
-        }
+        budgets = None
+        if self._scheduler.site_budgets:
+            held = self._held
+            budgets = {h: b for h in wanted if (b := held[h].page_budget) is not None}
         claimed = await self._store.claim(
-            wanted, now=time.time(), worker=self._policy.worker, budgets=budgets or None
+            wanted, now=time.time(), worker=self._policy.worker, budgets=budgets
         )
         self.exhausted = not claimed
         by_host: dict[int, list[QueuedURL]] = {}

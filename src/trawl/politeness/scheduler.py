@@ -248,6 +248,8 @@ class HostScheduler:
     ) -> None:
         self._politeness = politeness
         self._sites = sites if sites else None
+        self.site_budgets = sites is not None and sites.budgets
+        """Whether a site sets its own page budget (the slots' ``page_budget``)."""
         self._clock = clock
         self._slots: dict[int, HostSlot] = {}
         self._ips: dict[str, IpSlot] = {}
