@@ -39,8 +39,8 @@ delay = 0
 response_factor = 0
 retry_base = 0.05
 retry_cap = 0.2
-parse_workers = 0
 per_ip = 2
+parse_workers = 1
 warc = true
 
 [sites."a.test"]
