@@ -43,6 +43,7 @@ from trawl.fetch.netguard import AddressPolicy
 from trawl.fetch.resolver import GuardedResolver
 from trawl.fetch.retry import RetryPolicy
 from trawl.ops.summary import Summary
+from trawl.sites.rules import Sites
 from trawl.store.location import StoreLocation
 from trawl.store.sqlite.store import DB_NAME
 from trawl.store.values import State
@@ -184,6 +185,7 @@ class CrawlRunner:
         store: StoreLocation | None = None,
         freshness: Freshness | None = None,
         render: RenderConfig | None = None,
+        sites: Sites | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -217,6 +219,7 @@ class CrawlRunner:
             store=store,
             freshness=freshness or Freshness(),
             render=render or RenderConfig(),
+            sites=sites or Sites(),
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

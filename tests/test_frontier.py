@@ -48,10 +48,14 @@ class CountingStore(SQLiteStore):
     leases: int
 
     async def claim(
-        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+        self,
+        wanted: Mapping[int, int],
+        now: float,
+        worker: str | None = None,
+        budgets: Mapping[int, int] | None = None,
     ) -> Sequence[QueuedURL]:
         self.asked.append(set(wanted))
-        return await super().claim(wanted, now, worker)
+        return await super().claim(wanted, now, worker, budgets)
 
     async def lease_hosts(
         self, worker: str, limit: int, ttl: float, holding: Collection[int] = (), *,

@@ -17,6 +17,8 @@ from trawl.config import Politeness, RenderConfig
 from trawl.demo import Response, Site, SiteServer
 from trawl.demo.site import canonical_url
 from trawl.demo.spa import spa_site
+from trawl.sites.rules import Site as SiteRule
+from trawl.sites.rules import Sites
 from trawl.store.values import State
 
 DELAY = 0.3
@@ -49,6 +51,19 @@ async def test_auto_finds_the_whole_application_and_never_does_not(crawl: CrawlR
     assert render["render_requests"] == 8
     assert not [path for path in asked if path.startswith(("/img/", "/fonts/"))]
     assert render["render_skipped"] >= 3
+
+
+async def test_a_sites_render_mode_renders_its_hosts_only(crawl: CrawlRunner) -> None:
+    with SiteServer(lambda port: spa_site(port, hosts=2, items=2), shared_address=True) as server:
+        result = await crawl(server, sites=Sites([SiteRule("app-0.spa.test", render="always")]))
+    found = {urlsplit(url).hostname for url in result.rows}
+    app_0 = {url for url in server.site.ground_truth if "app-0" in url}
+    # The crawl's --render is never: the site's pages are rendered and found whole, the
+    # other host's shell gives nothing.
+    assert {url for url in result.rows if "app-0" in url} == app_0
+    assert found == {"app-0.spa.test", "app-1.spa.test"}
+    assert [url for url in result.rows if "app-1" in url] == [canonical_url(server.site.seeds[1])]
+    assert result.summary.render["rendered"] == len(app_0)
 
 
 async def test_per_host_politeness_holds_with_renders_mixed_in(crawl: CrawlRunner) -> None:

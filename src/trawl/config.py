@@ -27,6 +27,7 @@ from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.outputs.target import MAX_OBJECT_SIZE, ObjectTarget
+from trawl.sites.rules import Sites
 from trawl.store.location import StoreLocation
 
 TextFormat = Literal["text", "markdown"]
@@ -193,11 +194,15 @@ class RenderConfig:
             except re.error as exc:
                 raise UsageError(f"--render-include {pattern!r} is not a regex: {exc}") from exc
         if self.enabled:
-            # Checked before anything is made on disk.
-            if not os.access(self.browser, os.X_OK):
-                raise UsageError(NO_BROWSER.format(path=self.browser))
-            if importlib.util.find_spec("playwright") is None:
-                raise UsageError(NO_PLAYWRIGHT)
+            self.check_browser()
+
+    def check_browser(self) -> None:
+        """Refuse, before anything is made on disk, a crawl that renders without Chromium
+        or Playwright."""
+        if not os.access(self.browser, os.X_OK):
+            raise UsageError(NO_BROWSER.format(path=self.browser))
+        if importlib.util.find_spec("playwright") is None:
+            raise UsageError(NO_PLAYWRIGHT)
 
     @property
     def enabled(self) -> bool:
@@ -347,6 +352,9 @@ class CrawlConfig:
     freshness: Freshness = field(default_factory=Freshness)
     render: RenderConfig = field(default_factory=RenderConfig)
     """Which pages are rendered in headless Chromium, and how (trawl.render)."""
+    sites: Sites = field(default_factory=Sites)
+    """Per-site settings by host pattern (trawl.sites.rules): the most specific rule a
+    host matches overrides the crawl's politeness and tightens its budgets for it."""
     handlers: tuple[tuple[str | None, str], ...] = ()
     """The page handlers, (label, ``module:function`` or ``/path/script.py:function``):
     a page of a label with a handler yields items and the links to follow
@@ -368,6 +376,11 @@ class CrawlConfig:
         """Whether pages' main text and fingerprints are taken (``--text``, ``--events``)."""
         return self.text or self.events is not None
 
+    @property
+    def renders(self) -> bool:
+        """Whether any page may be rendered: by ``--render`` or by a site's ``render``."""
+        return self.render.enabled or self.sites.renders
+
     def __post_init__(self) -> None:
         if self.concurrency is not None and self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
@@ -375,6 +388,21 @@ class CrawlConfig:
             raise UsageError("--parse-workers must not be negative")
         if self.text_format not in TEXT_FORMATS:
             raise UsageError(f"--text-format must be one of {', '.join(TEXT_FORMATS)}")
+        if self.sites.renders and not self.render.enabled:
+            self.render.check_browser()
+        for site in self.sites.rules:
+            if site.max_pages is not None and site.max_pages > self.limits.max_pages_per_host:
+                raise UsageError(
+                    f"site {site.pattern!r}: max_pages {site.max_pages} is above "
+                    f"--max-pages-per-host {self.limits.max_pages_per_host}: a site may only "
+                    "tighten the crawl's budgets"
+                )
+            if site.max_depth is not None and site.max_depth > self.limits.max_depth:
+                raise UsageError(
+                    f"site {site.pattern!r}: max_depth {site.max_depth} is above "
+                    f"--max-depth {self.limits.max_depth}: a site may only tighten the "
+                    "crawl's budgets"
+                )
         if self.output is not None and self.warc and self.warc_max_size > MAX_OBJECT_SIZE:
             raise UsageError(
                 f"--warc-max-size must be at most {MAX_OBJECT_SIZE} with --output "

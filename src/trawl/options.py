@@ -515,7 +515,8 @@ OPTIONS: tuple[Option, ...] = (
     # Operations
     Option("config", Kind.PATH, _OPS, "TOML file with the same keys as these options.",
            metavar="FILE", kept=_START, in_config=False,
-           details="Options given on the command line win over the file."),
+           details="Options given on the command line win over the file. Per-site "
+                   "settings are its `[sites.\"HOST\"]` tables (docs/SITES.md)."),
     Option("progress", Kind.FLAG, _OPS, "Live progress display.",
            negatable=True, shown_default="on when stderr is a terminal", kept=_LOCAL),
     Option("stats_interval", Kind.FLOAT, _OPS,

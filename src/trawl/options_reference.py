@@ -48,6 +48,22 @@ def reference() -> Iterator[str]:
         for option in OPTIONS:
             if option.group is group:
                 yield _row(option)
+    yield ""
+    yield "## Per-site settings"
+    yield ""
+    yield (
+        'A config file may also hold a table per host or host pattern, `[sites."HOST"]` '
+        'or `[sites."*.DOMAIN"]`, with the delay, requests in flight, headers, cookies, '
+        "basic auth (from the environment), render mode, proxy and tighter budgets of "
+        "those hosts; the most specific key a host matches applies. They are stored with "
+        "the crawl, secrets aside: [SITES.md](SITES.md)."
+    )
+    yield ""
+    yield "```toml"
+    yield '[sites."docs.example.com"]'
+    yield "delay = 5.0"
+    yield 'auth = {user_env = "DOCS_USER", password_env = "DOCS_PASSWORD"}'
+    yield "```"
 
 
 def _row(option: Option) -> str:

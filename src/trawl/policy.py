@@ -8,8 +8,10 @@ output files, how it holds leases, and how long this run may last.
 In the policy: seeds, scope, politeness (per host, per address, delays), the page and
 discovery budgets, depth and size caps, timeouts, retries, the circuit breaker, URL
 normalisation, the User-Agent, nofollow, the soft-404 probe, and freshness (revisit
-intervals, the priority horizon, sitemaps, continuous crawling); a run's one recrawl
-pass (``trawl recrawl``) is its own.
+intervals, the priority horizon, sitemaps, continuous crawling) and the per-site settings
+(trawl.sites: where each secret comes from, never a secret itself); a run's one recrawl
+pass (``trawl recrawl``) is its own, and so are the secrets, which each process reads
+from its own environment.
 
 A ``trawl crawl`` that resumes must name the stored crawl's seeds and scope
 (:func:`other_crawl`); every other option may change from one run to the next. The
@@ -41,6 +43,7 @@ from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import NormalizeRules, Rejection, normalize
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
+from trawl.sites.rules import Sites
 
 POLICY_KEY = "policy"
 """The ``meta`` key the policy is stored under."""
@@ -85,6 +88,7 @@ def policy_json(config: CrawlConfig) -> str:
         "user_agent": config.user_agent,
         "honour_nofollow": config.honour_nofollow,
         "soft_404": config.soft_404,
+        "sites": config.sites.to_json(),
         "freshness": {
             "recrawl": dataclasses.asdict(fresh.recrawl),
             "horizon": fresh.horizon,
@@ -130,6 +134,7 @@ def with_policy(config: CrawlConfig, stored: str) -> CrawlConfig:
             honour_nofollow=bool(data["honour_nofollow"]),
             soft_404=bool(data["soft_404"]),
             freshness=_freshness(data.get("freshness"), config.freshness),
+            sites=Sites.from_json(data.get("sites")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"the crawl's stored policy is unreadable ({exc!r})") from exc

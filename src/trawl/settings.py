@@ -8,6 +8,7 @@ which validates the whole and makes the :class:`CrawlConfig`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -38,6 +39,8 @@ from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.options import BY_NAME, OPTIONS, Kind, WrongType, toml_text
 from trawl.outputs.bucket import check_client
 from trawl.outputs.target import ObjectTarget, parse_output
+from trawl.sites.requests import site_requests
+from trawl.sites.rules import parse_sites
 from trawl.store.location import DEFAULT_CRAWL, StoreLocation
 
 COMMAND_LINE_ONLY = frozenset(
@@ -52,11 +55,15 @@ _LABEL = re.compile(r"[A-Za-z0-9_.-]+")
 
 def build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:
     """Turn merged option values into a validated :class:`CrawlConfig`; a value a
-    policy refuses is a usage error."""
+    policy refuses is a usage error, and so is a site setting (``values["sites"]``)
+    that cannot be used, an environment variable it names included."""
+    sites = parse_sites(values.get("sites") or {})
+    site_requests(sites)
     try:
-        return _build_config(seeds, values)
+        config = _build_config(seeds, values)
     except ValueError as exc:
         raise UsageError(f"bad configuration value: {exc}") from exc
+    return dataclasses.replace(config, sites=sites)
 
 
 def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig:

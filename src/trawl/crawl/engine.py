@@ -97,10 +97,11 @@ class Crawler:
         self._scope = Scope(
             self._seeds, config.scope.mode, config.scope.include, config.scope.exclude
         )
-        self._links = LinkFilter(self._scope, config.url_rules, config.limits.max_depth)
+        depths = config.sites.depths()
+        self._links = LinkFilter(self._scope, config.url_rules, config.limits.max_depth, depths)
         robots = RobotsGate(store, fetcher, agent_token(config.user_agent), config.url_rules)
         self._soft404 = Soft404Detector(store, fetcher, enabled=config.soft_404, rng=self._rng)
-        self._scheduler = HostScheduler(config.politeness, clock)
+        self._scheduler = HostScheduler(config.politeness, clock, config.sites)
         self._capacity = Capacity(
             config.concurrency, config.leases.max_hosts, fdlimit.current().soft
         )
@@ -134,7 +135,7 @@ class Crawler:
         if metrics is not None:
             metrics.watch(self.levels)
         self._wake = Wakeup()
-        sitemap_links = LinkFilter(self._scope, config.url_rules, config.limits.max_depth)
+        sitemap_links = LinkFilter(self._scope, config.url_rules, config.limits.max_depth, depths)
         self._pages = PageJob(
             config, fetcher, extract, self._soft404, self._scheduler, self._committer,
             links=self._links, sitemap_links=sitemap_links, rules=self._rules, wake=self._wake,
@@ -146,7 +147,7 @@ class Crawler:
             clock=clock, rng=self._rng,
         )  # fmt: skip
         self._longest_turn = config.timeouts.total + (
-            config.render.timeout if config.render.enabled else 0.0
+            config.render.timeout if config.renders else 0.0
         )
         """The longest a page's turn may take: its fetch, and its render if it may have one."""
         self._refill_wanted = Wakeup()

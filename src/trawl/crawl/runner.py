@@ -72,6 +72,7 @@ from trawl.policy import (
 )
 from trawl.politeness.robots import RobotsGate
 from trawl.politeness.robots_parser import agent_token
+from trawl.sites.requests import site_requests
 from trawl.store.location import StoreLocation
 from trawl.store.protocols import Store
 
@@ -146,7 +147,8 @@ async def build_engine(
         content=config.content,
         text_format=config.text_format,
         handlers=config.handlers,
-        render_signals=config.render.enabled,
+        render_signals=config.renders,
+        site_depths=config.sites.depths(),
     )
     async with contextlib.AsyncExitStack() as stack:
         # First, so that the workers load their code while the store opens.
@@ -158,6 +160,7 @@ async def build_engine(
                 page_budget=config.limits.max_pages_per_host,
                 discovery_budget=config.limits.discovery_budget,
                 horizon=config.freshness.horizon,
+                host_budget=config.sites.page_budget_for if config.sites.budgets else None,
             )
         )
         if resuming:
@@ -201,10 +204,11 @@ async def build_engine(
                 ),
                 recorder=recorder,
                 tls=tls_context(config.ca_file),
+                sites=site_requests(config.sites),
             )
         )
         renderer = None
-        if config.render.enabled:
+        if config.renders:
             renderer = await stack.enter_async_context(_renderer(config, store, fetcher))
         metrics = None
         if config.metrics_port is not None:
@@ -249,7 +253,7 @@ def _renderer(config: CrawlConfig, store: Store, fetcher: Fetcher) -> Renderer:
     from trawl.render.requests import SubresourceRobots
 
     gate = RobotsGate(store, fetcher, agent_token(config.user_agent), config.url_rules)
-    return Renderer(config.render, fetcher, SubresourceRobots(gate.fetch_rules))
+    return Renderer(config.render, fetcher, SubresourceRobots(gate.fetch_rules), config.sites)
 
 
 async def _uploader(
@@ -344,6 +348,7 @@ async def _joined(config: CrawlConfig) -> CrawlConfig:
     if stored is None:
         raise UsageError("that crawl has no stored policy: start it with trawl crawl --store")
     joined = joined_handlers(with_policy(config, stored), handlers)
+    site_requests(joined.sites)  # each secret from this machine's environment, or one line
     if joined.handlers and not config.handlers:
         # The stored handlers must load here too: one that cannot is a usage error of
         # this worker's machine, said before it takes any host.

@@ -38,6 +38,7 @@ from trawl.extract.urls import (
     normalize_resolved,
     url_hash,
 )
+from trawl.sites.match import HostPatterns
 from trawl.store.values import CommitBatch, NewURL
 
 CACHE_SIZE = 50_000
@@ -114,18 +115,34 @@ Dropped = tuple[str, ...]
 class LinkFilter:
     """Turns hrefs into seen-set candidates, counting every rejection.
 
-    A candidate deeper than ``max_depth`` hops from a seed is counted as ``too_deep``
-    and dropped, whether the URL is new or not; redirect targets keep the depth of the
+    A candidate deeper than ``max_depth`` hops from a seed, or than the ``max_depth`` of
+    its host's site (``site_depths``, by host pattern), is counted as ``too_deep`` and
+    dropped, whether the URL is new or not; redirect targets keep the depth of the
     URL that redirected, so they are never too deep.
     """
 
     def __init__(
-        self, scope: Scope, rules: NormalizeRules, max_depth: int = DEFAULT_MAX_DEPTH
+        self,
+        scope: Scope,
+        rules: NormalizeRules,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        site_depths: tuple[tuple[str, int], ...] = (),
     ) -> None:
         self._scope = scope
         self._rules = rules
         self._max_depth = max_depth
+        self._site_depths: HostPatterns[int] | None = (
+            HostPatterns(site_depths) if site_depths else None
+        )
         self._cache: dict[CacheKey, Accepted | Dropped] = {}
+
+    def _site_too_deep(self, host: str, depth: int) -> bool:
+        """Whether ``depth`` is past the ``max_depth`` of ``host``'s site (trawl.sites)."""
+        patterns = self._site_depths
+        if patterns is None:
+            return False
+        limit = patterns.find(host)
+        return limit is not None and depth > limit
 
     @property
     def cached(self) -> int:
@@ -215,7 +232,11 @@ class LinkFilter:
     ) -> NewURL | None:
         """Normalise and scope-check one href; ``None`` (and a counter) if it is dropped."""
         entry = self._lookup(href, base, _contexts(base))
-        if isinstance(entry[0], str) or depth > self._max_depth:
+        if (
+            isinstance(entry[0], str)
+            or depth > self._max_depth
+            or self._site_too_deep(str(entry[2]), depth)
+        ):
             self._drop(entry, batch)
             return None
         uid, url, host = entry
@@ -237,6 +258,7 @@ class LinkFilter:
         total = 0
         contexts = _contexts(base)
         too_deep = depth > self._max_depth
+        by_site = self._site_depths is not None
         lookup = self._lookup
         for href in hrefs:
             total += 1
@@ -245,7 +267,11 @@ class LinkFilter:
             seen.add(href)
             entry = lookup(href, base, contexts)
             uid = entry[0]
-            if isinstance(uid, str) or too_deep:
+            if (
+                isinstance(uid, str)
+                or too_deep
+                or (by_site and self._site_too_deep(str(entry[2]), depth))
+            ):
                 self._drop(entry, batch)
             else:
                 # The named tuple's own constructor is a Python function; tuple's is not.

@@ -72,6 +72,8 @@ class ExtractSettings:
     """The page handlers, (label, ref) (trawl.extract.handled)."""
     render_signals: bool = False
     """Say whether each page looks built by its scripts (trawl.render.rule)."""
+    site_depths: tuple[tuple[str, int], ...] = ()
+    """(host pattern, max_depth) of the sites that set one (trawl.sites)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ class Extractor:
         self._settings = settings
         scope = Scope(settings.seeds, settings.scope.mode, settings.scope.include,
                       settings.scope.exclude)  # fmt: skip
-        self._links = LinkFilter(scope, settings.rules, settings.max_depth)
+        self._links = LinkFilter(scope, settings.rules, settings.max_depth, settings.site_depths)
         self._handlers = Handlers(settings.handlers) if settings.handlers else None
 
     def extract(

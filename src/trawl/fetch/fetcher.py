@@ -8,6 +8,11 @@ first bytes whether the body is wanted at all. A body not wanted is not read, un
 recorder archives the exchange: an archive keeps what was fetched, so then it is read as
 it comes (not decoded) up to the cap, and only the archive gets it.
 
+A host of a site with request headers, cookies or credentials (trawl.sites.requests)
+gets them on every request to it, and no other host does: they are chosen by the host
+of the URL asked for, and a redirect is never followed here. An archived request keeps
+their names, with the values of Authorization and of every secret ``[redacted]``.
+
 Errors never escape :meth:`Fetcher.fetch`; they come back as ``FetchResult.error``, one
 of the classes in :class:`FetchError`.
 """
@@ -29,7 +34,7 @@ import brotli
 
 from trawl.config import Timeouts
 from trawl.content.warc_records import WarcExchange
-from trawl.extract.urls import key_hostname
+from trawl.extract.urls import host_key, key_hostname
 from trawl.fetch.client import (
     ConnectFailed,
     ConnectRefused,
@@ -44,6 +49,8 @@ from trawl.fetch.fdlimit import current, fd_budget
 from trawl.fetch.pool import KEEP_WINDOW
 from trawl.fetch.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
+from trawl.sites.match import HostPatterns
+from trawl.sites.requests import SiteRequest
 from trawl.store.values import StorageKey
 
 BodyFilter = Callable[[str | None, bytes], bool]
@@ -239,8 +246,10 @@ class Fetcher(AsyncResource):
         resolver: GuardedResolver,
         recorder: Recorder | None = None,
         tls: ssl.SSLContext | None = None,
+        sites: HostPatterns[SiteRequest] | None = None,
     ) -> None:
         self._user_agent = user_agent
+        self._sites = sites if sites else None
         self._tls = tls
         self._timeouts = timeouts
         self._max_body = max_body
@@ -377,13 +386,20 @@ class Fetcher(AsyncResource):
             raise RuntimeError("Fetcher used outside its context")
         cap = self._max_body if max_body is None else max_body
         started = time.monotonic()
+        site = None if self._sites is None else self._sites.find(host_key(url))
         try:
             async with asyncio.timeout(self._timeouts.total):
                 headers = None if validators is None else validators.headers()
+                if site is not None:
+                    headers = {**site.headers, **(headers or {})}
                 with await self._client.get(url, headers) as response:
                     result, exchange = await self._read(url, response, accept, cap, started)
                     if exchange is not None and validators is not None:
                         exchange = dataclasses.replace(exchange, refers_to=validators.fetched_at)
+                    if exchange is not None and site is not None and site.archived:
+                        exchange = dataclasses.replace(
+                            exchange, request_headers=site.redact(exchange.request_headers)
+                        )
         except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
             elapsed = time.monotonic() - started
             if isinstance(exc, OutOfFiles):

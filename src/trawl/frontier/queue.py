@@ -194,7 +194,13 @@ class Frontier:
         if not wanted:
             return 0
         generations = {host_id: self._held[host_id].generation for host_id in wanted}
-        claimed = await self._store.claim(wanted, now=time.time(), worker=self._policy.worker)
+        budgets = None
+        if self._scheduler.site_budgets:
+            held = self._held
+            budgets = {h: b for h in wanted if (b := held[h].page_budget) is not None}
+        claimed = await self._store.claim(
+            wanted, now=time.time(), worker=self._policy.worker, budgets=budgets
+        )
         self.exhausted = not claimed
         by_host: dict[int, list[QueuedURL]] = {}
         for url in claimed:

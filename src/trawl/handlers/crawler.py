@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -36,6 +36,7 @@ from trawl.errors import CrawlInterrupted, UsageError
 from trawl.handlers.refs import is_loading, ref_of
 from trawl.ops.summary import Summary
 from trawl.settings import build_config, library_values
+from trawl.sites.rules import parse_sites
 from trawl.store.values import PageItems
 
 __all__ = ["Crawler", "OnItem"]
@@ -51,17 +52,22 @@ _END = object()
 class Crawler:
     """A crawl of ``seeds`` kept in ``data_dir``; ``options`` are the option table's, by
     name (``delay=1.0``, ``max_pages=100``, ``scope="host"``), checked as a config
-    file's values are. A bad seed or option is a :class:`~trawl.errors.UsageError`."""
+    file's values are; ``sites`` are per-site settings by host pattern, as a config
+    file's ``[sites."HOST"]`` tables give them (``{"*.example.com": {"delay": 5.0}}``,
+    docs/SITES.md). A bad seed, option or site setting is a
+    :class:`~trawl.errors.UsageError`."""
 
     def __init__(
         self,
         seeds: str | Iterable[str],
         *,
         data_dir: str | os.PathLike[str] = "trawl-data",
+        sites: Mapping[str, object] | None = None,
         **options: object,
     ) -> None:
         self._seeds = (seeds,) if isinstance(seeds, str) else tuple(seeds)
         self._values = library_values({"data_dir": data_dir, **options})
+        self._values["sites"] = parse_sites(sites or {})
         self._handlers: dict[str | None, str] = {}
         self._on_item: list[OnItem] = []
         self._items: asyncio.Queue[object] | None = None

@@ -458,7 +458,8 @@ def create_app(crawls: Crawls, token: str | None = None) -> FastAPI:
     @app.get("/crawls/{crawl_id}/settings", responses=_READ | _answers(409))
     async def settings(crawl_id: CrawlKey) -> dict[str, Any]:
         """The crawl's policy as the crawl stored it: seeds, scope, politeness, limits,
-        timeouts, retries, freshness (an empty object before the crawl stored one)."""
+        timeouts, retries, freshness and the per-site settings, which name where each
+        secret comes from and never hold one (an empty object before the crawl stored one)."""
         await readable(crawl_id)
         with _readable(crawl_id):
             return await crawls.settings(crawl_id)

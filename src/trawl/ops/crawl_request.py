@@ -28,6 +28,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from pydantic import model_validator as pydantic_model_validator
 
 from trawl.cli.seeds import check_seeds
+from trawl.config_file import SITES_KEY
 from trawl.errors import UsageError
 from trawl.events.target import PASSWORD_ENV, USER_ENV, has_credentials, is_url
 from trawl.options import BY_NAME, INT_RANGE, OPTIONS, Kept, Kind, Option, WrongType, toml_text
@@ -58,6 +59,11 @@ def _refusal(key: str) -> str:
     """Why ``key`` is not taken, with a guess at what was meant."""
     name = key.replace("-", "_")
     option = BY_NAME.get(name)
+    if name == SITES_KEY:
+        return (
+            "sites are not taken in a request (they may name the server's environment "
+            "variables): give trawl serve a --config file with [sites] tables, after --"
+        )
     if option is not None and name in _TAKEN_NAMES:
         return f"unknown key {key!r} (the keys are written with _: {name!r})"
     if option is not None and option.in_config:

@@ -27,6 +27,10 @@ A slot owns its state: the crawl's jobs change it only through the slot's method
 keep its circuit breaker (:meth:`HostSlot.count_request`), its robots.txt state (the
 ``robots_*`` methods) and whether its URLs are refused at all (:meth:`HostSlot.give_up`).
 
+A host of a site with its own ``delay`` or ``per_host`` (trawl.sites) uses those in place
+of the crawl's, for its own turns and for the spacing of its starts on its address; the
+address's limit on requests in flight holds all the same.
+
 Time comes from an injected clock (monotonic seconds) so the maths is testable exactly.
 """
 
@@ -42,6 +46,7 @@ from dataclasses import dataclass, field
 
 from trawl.config import Breaker, Politeness
 from trawl.politeness.robots_parser import DISALLOW_ALL, RobotsRules
+from trawl.sites.rules import Sites
 from trawl.store.values import QueuedURL
 
 Clock = Callable[[], float]
@@ -116,6 +121,12 @@ class HostSlot:
     """When the lease runs out unless renewed (clock time)."""
     unsettled: int = 0
     """Jobs of the host started and not yet handed to the committer."""
+    per_host: int = 1
+    """Requests in flight at most: the crawl's ``per_host``, or its site's."""
+    delay: float = 0.0
+    """Least seconds between requests: the crawl's ``delay``, or its site's."""
+    page_budget: int | None = None
+    """Its site's fetches per host, when the site sets one (trawl.sites.rules)."""
 
     def lease(self, generation: int, deadline: float) -> None:
         """This worker holds the host under lease ``generation`` until clock time
@@ -232,8 +243,13 @@ class HostSlot:
 class HostScheduler:
     """Chooses which host may send its next request, and when."""
 
-    def __init__(self, politeness: Politeness, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, politeness: Politeness, clock: Clock = time.monotonic, sites: Sites | None = None
+    ) -> None:
         self._politeness = politeness
+        self._sites = sites if sites else None
+        self.site_budgets = sites is not None and sites.budgets
+        """Whether a site sets its own page budget (the slots' ``page_budget``)."""
         self._clock = clock
         self._slots: dict[int, HostSlot] = {}
         self._ips: dict[str, IpSlot] = {}
@@ -249,6 +265,14 @@ class HostScheduler:
         found = self._slots.get(host_id)
         if found is None:
             found = self._slots[host_id] = HostSlot(host_id, name)
+            found.per_host, found.delay = self._politeness.per_host, self._politeness.delay
+            site = None if self._sites is None else self._sites.for_host(name)
+            if site is not None:
+                if site.per_host is not None:
+                    found.per_host = site.per_host
+                if site.delay is not None:
+                    found.delay = site.delay
+                found.page_budget = site.max_pages
         return found
 
     def find(self, host_id: int) -> HostSlot | None:
@@ -295,7 +319,7 @@ class HostScheduler:
         self._schedule(slot)
 
     def _wants_turn(self, slot: HostSlot) -> bool:
-        if slot.inflight >= self._politeness.per_host or slot.robots_pending or slot.resolving:
+        if slot.inflight >= slot.per_host or slot.robots_pending or slot.resolving:
             return False
         if slot.ip is not None and slot.ip.inflight >= slot.ip.limit:
             slot.ip.waiting.add(slot.id)
@@ -354,14 +378,14 @@ class HostScheduler:
         slot.inflight += 1
         self.inflight += 1
         now = self._clock()
-        if self._politeness.per_host > 1:
-            slot.next_ready = max(slot.next_ready, now + self._politeness.delay)
+        if slot.per_host > 1:
+            slot.next_ready = max(slot.next_ready, now + slot.delay)
         ip = slot.ip
         if ip is not None:
             ip.inflight += 1
             # Spaced even while the limit is still 1: a second site seen on the address
             # raises it, and the start after must keep its distance.
-            ip.next_ready = max(ip.next_ready, now + self._politeness.delay / ip.limit)
+            ip.next_ready = max(ip.next_ready, now + slot.delay / ip.limit)
         self._schedule(slot)
 
     def delay_after(self, slot: HostSlot, response_time: float) -> float:
@@ -369,7 +393,7 @@ class HostScheduler:
         p = self._politeness
         crawl_delay = slot.robots.crawl_delay if slot.robots and slot.robots.crawl_delay else 0.0
         return max(
-            p.delay,
+            slot.delay,
             min(crawl_delay, p.max_delay),
             min(p.response_factor * response_time, p.max_delay),
         )

@@ -24,6 +24,7 @@ from trawl.render.browser import Browser, BrowserGone
 from trawl.render.requests import PageRequests, SubresourceRobots, refuse_websocket
 from trawl.render.rule import RenderPlan
 from trawl.resource import AsyncResource
+from trawl.sites.rules import Sites
 
 QUIET = 0.25
 """Seconds with no request of the page open (trawl.render.requests) before its DOM is
@@ -57,11 +58,17 @@ class Renderer(AsyncResource):
     """Renders pages in a :class:`~trawl.render.browser.Browser`, every request through
     ``fetcher``."""
 
-    def __init__(self, config: RenderConfig, fetcher: Fetcher, robots: SubresourceRobots) -> None:
+    def __init__(
+        self,
+        config: RenderConfig,
+        fetcher: Fetcher,
+        robots: SubresourceRobots,
+        sites: Sites | None = None,
+    ) -> None:
         self._config = config
         self._fetcher = fetcher
         self._robots = robots
-        self._plan = RenderPlan(config)
+        self._plan = RenderPlan(config, sites)
         self.browser = Browser(
             config.browser, concurrency=config.concurrency, memory_cap=config.memory << 20
         )

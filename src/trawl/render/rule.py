@@ -19,9 +19,12 @@ On the 181 static article pages of the extraction benchmark the rule renders non
 from __future__ import annotations
 
 import re
+from typing import cast
+from urllib.parse import urlsplit
 
 from trawl.config import RenderConfig, RenderMode
 from trawl.extract.parser import ScriptSignals
+from trawl.sites.rules import Sites
 
 MIN_TEXT = 500
 """Characters of visible text below which a page with scripts is rendered."""
@@ -45,12 +48,18 @@ def script_built(signals: ScriptSignals, links: int) -> bool:
 class RenderPlan:
     """How each URL is rendered, from ``--render`` and ``--render-include``."""
 
-    def __init__(self, config: RenderConfig) -> None:
+    def __init__(self, config: RenderConfig, sites: Sites | None = None) -> None:
         self._mode = config.mode
         self._include = tuple(re.compile(pattern) for pattern in config.include)
+        self._sites = sites if sites else None
 
     def mode_for(self, url: str) -> RenderMode:
-        """``always`` for a URL an include pattern matches, else the crawl's mode."""
+        """``always`` for a URL an include pattern matches, else its site's ``render``
+        (trawl.sites), else the crawl's mode."""
         if any(pattern.search(url) for pattern in self._include):
             return "always"
+        if self._sites is not None:
+            mode = self._sites.render_mode_for(urlsplit(url).hostname or "")
+            if mode is not None:
+                return cast(RenderMode, mode)
         return self._mode

@@ -17,6 +17,7 @@ from trawl.errors import UsageError
 from trawl.frontier.priority import DEFAULT_HORIZON
 from trawl.store.protocols import Store
 from trawl.store.sqlite.store import DB_NAME, SQLiteStore
+from trawl.store.values import HostBudget
 
 if TYPE_CHECKING:
     from trawl.store.postgres.store import PostgresStore
@@ -55,10 +56,12 @@ class StoreLocation:
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         horizon: float = DEFAULT_HORIZON,
+        host_budget: HostBudget | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Store]:
         """The store, to be opened with ``async with``. ``checked`` (SQLite) reads the
         whole database through on opening, to refuse a damaged one there; PostgreSQL
-        keeps its own pages sound."""
+        keeps its own pages sound. ``host_budget`` gives hosts a tighter page budget of
+        their own (their site's), which a recovery does not unpark past."""
         if self.dsn is None:
             return SQLiteStore(
                 self.data_dir,
@@ -67,12 +70,14 @@ class StoreLocation:
                 page_budget=page_budget,
                 discovery_budget=discovery_budget,
                 horizon=horizon,
+                host_budget=host_budget,
             )
         return self._postgres(
             readonly=readonly,
             page_budget=page_budget,
             discovery_budget=discovery_budget,
             horizon=horizon,
+            host_budget=host_budget,
         )
 
     async def leased(self) -> bool:
@@ -86,6 +91,7 @@ class StoreLocation:
         page_budget: int | None = None,
         discovery_budget: int | None = None,
         horizon: float = DEFAULT_HORIZON,
+        host_budget: HostBudget | None = None,
     ) -> PostgresStore:
         # Imported here: psycopg adds about 65 ms to the start of every process that
         # imports it, crawls on SQLite and their extract workers included.
@@ -99,6 +105,7 @@ class StoreLocation:
             page_budget=page_budget,
             discovery_budget=discovery_budget,
             horizon=horizon,
+            host_budget=host_budget,
         )
 
     async def remove(self) -> None:

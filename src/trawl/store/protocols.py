@@ -100,7 +100,11 @@ class Frontier(Protocol):
     """The URLs waiting to be fetched: claimed, counted, queued again."""
 
     async def claim(
-        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+        self,
+        wanted: Mapping[int, int],
+        now: float,
+        worker: str | None = None,
+        budgets: Mapping[int, int] | None = None,
     ) -> Sequence[QueuedURL]:
         """For each ``{host_id: n}``, move up to n due QUEUED URLs to CLAIMED, lowest
         queue rank first (trawl.frontier.priority).
@@ -110,6 +114,8 @@ class Frontier(Protocol):
 
         Never more than the host's page budget leaves room for; once the host has used
         it all, its QUEUED URLs become PARKED (counted as ``over_host_page_budget``).
+        ``budgets`` gives hosts a page budget of their own (their site's, trawl.sites),
+        which applies where it is below the store's.
         """
         ...
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -78,6 +78,22 @@ class UploadRecord:
     sha256: str
     worker: str
     uploaded_at: float
+
+
+HostBudget = Callable[[str], int | None]
+"""A host's own page budget by its name (its site's, trawl.sites), None: the store's."""
+
+
+def least_budget(store: int | None, own: int | None) -> int | None:
+    """A host's page budget: the store's or its own, the tighter; None: unbounded."""
+    if own is None or store is None:
+        return store if own is None else own
+    return min(store, own)
+
+
+def within_budget(fetched: int, budget: int | None) -> bool:
+    """Whether a host that made ``fetched`` fetches may make more under ``budget``."""
+    return budget is None or fetched < budget
 
 
 PAGE_BUDGET_COUNTER = "over_host_page_budget"

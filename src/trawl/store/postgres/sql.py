@@ -48,10 +48,6 @@ RECOVER = f"UPDATE urls SET state = {_QUEUED} WHERE state = {_CLAIMED}"
 # transactions never wait for each other's rows (a deadlock, seen between renewals and
 # commits with three workers).
 LOCK_HOST_IDS = "SELECT id FROM hosts WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE"
-LOCK_PARKED_HOSTS = (
-    "SELECT id FROM hosts WHERE id IN "
-    f"(SELECT DISTINCT host_id FROM urls WHERE state = {_PARKED}) ORDER BY id FOR UPDATE"
-)
 # A worker's own leases after its restart: their CLAIMED URLs return to the queue.
 RECOVER_WORKER = f"""
 WITH mine AS (
@@ -144,11 +140,17 @@ UPDATE hosts SET lease_owner = NULL, lease_expires_at = NULL, next_eligible_at =
 FROM held LEFT JOIN per_host ON per_host.host_id = held.id
 WHERE hosts.id = held.id
 """
+PARKED_HOSTS = (
+    "SELECT id, name, fetched FROM hosts WHERE id IN "
+    f"(SELECT DISTINCT host_id FROM urls WHERE state = {_PARKED}) ORDER BY id FOR UPDATE"
+)
+"""The hosts with PARKED URLs, locked, with their names and fetches."""
 UNPARK = f"""
 WITH unparked AS (
     UPDATE urls SET state = {_QUEUED}, error = NULL
     WHERE state = {_PARKED} AND (%(budget)s::bigint IS NULL OR host_id IN
         (SELECT id FROM hosts WHERE fetched < %(budget)s::bigint))
+      AND (%(hosts)s::bigint[] IS NULL OR host_id = ANY(%(hosts)s::bigint[]))
     RETURNING host_id
 ), per_host AS (
     SELECT host_id, count(*) AS n FROM unparked GROUP BY host_id
@@ -166,8 +168,10 @@ RECOUNT = (
 )
 PARK = f"""
 WITH spent AS (
-    SELECT id FROM hosts WHERE id = ANY(%(hosts)s::bigint[]) AND fetched >= %(budget)s
-    ORDER BY id FOR UPDATE
+    SELECT h.id FROM hosts AS h
+    JOIN unnest(%(hosts)s::bigint[], %(budgets)s::bigint[]) AS w(id, budget) ON h.id = w.id
+    WHERE w.budget IS NOT NULL AND h.fetched >= w.budget
+    ORDER BY h.id FOR UPDATE OF h
 ), parked AS (
     UPDATE urls SET state = {_PARKED}, error = %(error)s FROM spent
     WHERE urls.host_id = spent.id AND urls.state = {_QUEUED} RETURNING urls.host_id
@@ -188,9 +192,11 @@ _CLAIM_RETURNING = ", ".join(f"urls.{column.strip()}" for column in CLAIM_COLUMN
 CLAIM = f"""
 WITH wanted AS (
     SELECT h.id,
-           CASE WHEN %(budget)s::bigint IS NULL THEN w.n
-                ELSE LEAST(w.n, %(budget)s::bigint - h.fetched - h.claimed) END AS n
-    FROM hosts AS h JOIN unnest(%(hosts)s::bigint[], %(limits)s::bigint[]) AS w(id, n)
+           CASE WHEN w.budget IS NULL THEN w.n
+                ELSE LEAST(w.n, w.budget - h.fetched - h.claimed) END AS n
+    FROM hosts AS h
+    JOIN unnest(%(hosts)s::bigint[], %(limits)s::bigint[], %(budgets)s::bigint[])
+        AS w(id, n, budget)
     ON h.id = w.id
     WHERE %(worker)s::text IS NULL
        OR (h.lease_owner = %(worker)s AND h.lease_expires_at >= {_DATABASE_NOW})

@@ -57,6 +57,7 @@ from trawl.store.values import (
     CommitBatch,
     CommitResult,
     ExportRow,
+    HostBudget,
     HostFigures,
     HostRow,
     ItemRow,
@@ -66,6 +67,8 @@ from trawl.store.values import (
     Soft404Record,
     UploadRecord,
     UrlFilter,
+    least_budget,
+    within_budget,
 )
 
 CONNECT_TIMEOUT = 10
@@ -89,7 +92,8 @@ class _AddressClaim:
 class PostgresStore(AsyncResource):
     """Store engine on a PostgreSQL database, in ``schema`` (None: the server's default).
 
-    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded);
+    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded),
+    ``host_budget`` the tighter page budgets of some hosts (their sites');
     ``horizon`` is the queue time the priority range is worth (trawl.frontier.priority).
     A ``readonly`` store neither creates nor migrates anything. Any number of processes
     may open one store: they share its hosts through leases.
@@ -104,8 +108,10 @@ class PostgresStore(AsyncResource):
         discovery_budget: int | None = None,
         readonly: bool = False,
         horizon: float = DEFAULT_HORIZON,
+        host_budget: HostBudget | None = None,
     ) -> None:
         self._horizon = horizon
+        self._host_budget = host_budget
         self._dsn = dsn
         self._schema = schema
         self._page_budget = page_budget
@@ -232,20 +238,29 @@ class PostgresStore(AsyncResource):
     async def recover(self, worker: str | None = None, *, now: float | None = None) -> int:
         # Recovery ends leases by their owner, not by their expiry: ``now`` is taken as
         # every lease method takes it, and not read.
-        unpark = {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER}
         async with self._transaction() as conn:
             if worker is None:
                 moved = await conn.execute(sql.RECOVER)
-                await conn.execute(sql.UNPARK, unpark)
+                await conn.execute(sql.UNPARK, await self._unparked(conn))
                 await conn.execute(sql.RECOUNT)
             else:
                 requeued = await conn.execute(sql.RECOVER_WORKER, {"worker": worker})
-                await conn.execute(sql.LOCK_PARKED_HOSTS)
-                await conn.execute(sql.UNPARK, unpark)
+                await conn.execute(sql.UNPARK, await self._unparked(conn))
         if worker is None:
             return moved.rowcount
         row = await requeued.fetchone()
         return int(row[0]) if row else 0
+
+    async def _unparked(self, conn: AsyncConnection[Any]) -> dict[str, Any]:
+        """``UNPARK``'s parameters, the hosts with PARKED URLs locked: with ``host_budget``,
+        only those their own budget leaves room for."""
+        cursor = await conn.execute(sql.PARKED_HOSTS)
+        hosts, own = None, self._host_budget
+        if own is not None:
+            budget = self._page_budget
+            rows = await cursor.fetchall()
+            hosts = [i for i, name, n in rows if within_budget(n, least_budget(budget, own(name)))]
+        return {"budget": self._page_budget, "counter": PAGE_BUDGET_COUNTER, "hosts": hosts}
 
     async def lease_hosts(
         self,
@@ -359,19 +374,24 @@ class PostgresStore(AsyncResource):
         return {row[0]: row[1] for row in await cursor.fetchall()}
 
     async def claim(
-        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+        self,
+        wanted: Mapping[int, int],
+        now: float,
+        worker: str | None = None,
+        budgets: Mapping[int, int] | None = None,
     ) -> Sequence[QueuedURL]:
         if not wanted:
             return []
         hosts, limits = list(wanted), list(wanted.values())
+        spent = [least_budget(self._page_budget, (budgets or {}).get(host)) for host in hosts]
         async with self._transaction() as conn:
             await conn.execute(sql.LOCK_HOST_IDS, (sorted(hosts),))
-            if self._page_budget is not None:
+            if any(budget is not None for budget in spent):
                 await conn.execute(
                     sql.PARK,
                     {
                         "hosts": hosts,
-                        "budget": self._page_budget,
+                        "budgets": spent,
                         "error": PAGE_BUDGET_ERROR,
                         "counter": PAGE_BUDGET_COUNTER,
                     },
@@ -381,7 +401,7 @@ class PostgresStore(AsyncResource):
                 {
                     "hosts": hosts,
                     "limits": limits,
-                    "budget": self._page_budget,
+                    "budgets": spent,
                     "now": now,
                     "worker": worker,
                 },

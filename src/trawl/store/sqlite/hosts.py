@@ -13,7 +13,15 @@ from collections.abc import Mapping, Sequence
 from trawl.store.sqlite import sql
 from trawl.store.sqlite.content import select_in
 from trawl.store.sqlite.frontier import unstage_host
-from trawl.store.values import PAGE_BUDGET_COUNTER, PAGE_BUDGET_ERROR, Release, State
+from trawl.store.values import (
+    PAGE_BUDGET_COUNTER,
+    PAGE_BUDGET_ERROR,
+    HostBudget,
+    Release,
+    State,
+    least_budget,
+    within_budget,
+)
 
 HOST_ID_CACHE = 100_000
 """Host ids a store keeps by name (emptied when full): a commit's new URLs name hundreds
@@ -75,9 +83,21 @@ def park(db: sqlite3.Connection, host_id: int) -> int:
     return parked
 
 
-def unpark(db: sqlite3.Connection, page_budget: int | None) -> None:
+def unpark(
+    db: sqlite3.Connection, page_budget: int | None, host_budget: HostBudget | None = None
+) -> None:
     """Queue again the PARKED URLs of hosts that the page budget now leaves room for
-    (a run with a larger ``--max-pages-per-host``); they leave the counter too."""
+    (a run with a larger ``--max-pages-per-host``), or their own ``host_budget`` where it
+    is tighter; they leave the counter too."""
+    if host_budget is not None:
+        free = [
+            (State.QUEUED, State.PARKED, host_id)
+            for host_id, name, fetched in db.execute(sql.PARKED_HOSTS, (State.PARKED,))
+            if within_budget(fetched, least_budget(page_budget, host_budget(name)))
+        ]
+        moved = sum(db.execute(sql.UNPARK_HOST, row).rowcount for row in free)
+        add_counters(db, {PAGE_BUDGET_COUNTER: -moved})
+        return
     if page_budget is None:
         cursor = db.execute(sql.UNPARK, (State.QUEUED, State.PARKED))
     else:

@@ -300,6 +300,12 @@ PARK = f"UPDATE urls SET state = ?1, error = ?2 WHERE seq IN ({queued_seqs('?3')
 HOST_PARKED = "UPDATE hosts SET queued = queued - ? WHERE id = ?"
 UNPARK = "UPDATE urls SET state = ?, error = NULL WHERE state = ?"
 """Queues every PARKED URL again (parameters: QUEUED, PARKED)."""
+PARKED_HOSTS = (
+    "SELECT id, name, fetched FROM hosts WHERE id IN (SELECT host_id FROM urls WHERE state = ?)"
+)
+"""Hosts with PARKED URLs, their names and fetches (parameter: PARKED)."""
+UNPARK_HOST = "UPDATE urls SET state = ?, error = NULL WHERE state = ? AND host_id = ?"
+"""Queues again the PARKED URLs of one host (parameters: QUEUED, PARKED, host id)."""
 UNPARK_WITHIN = (
     "UPDATE urls SET state = ?, error = NULL WHERE state = ? "
     "AND host_id IN (SELECT id FROM hosts WHERE fetched < ?)"

@@ -69,6 +69,7 @@ from trawl.store.values import (
     CommitBatch,
     CommitResult,
     ExportRow,
+    HostBudget,
     HostFigures,
     HostRow,
     ItemRow,
@@ -79,6 +80,7 @@ from trawl.store.values import (
     State,
     UploadRecord,
     UrlFilter,
+    least_budget,
 )
 
 T = TypeVar("T")
@@ -89,7 +91,8 @@ DB_NAME = "crawl.db"
 class SQLiteStore(AsyncResource):
     """Store engine on a local SQLite database in ``data_dir``.
 
-    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded).
+    ``page_budget`` and ``discovery_budget`` are the per-host budgets (None: unbounded),
+    ``host_budget`` the tighter page budgets of some hosts (their sites').
     ``wal_limit`` bounds the write-ahead log file (trawl.store.sqlite.checkpoint);
     ``horizon`` is the queue time the priority range is worth (trawl.frontier.priority);
     ``inbox_limit`` is how many ids the id index's inbox gathers before a merge
@@ -112,8 +115,10 @@ class SQLiteStore(AsyncResource):
         wal_limit: int = WAL_LIMIT,
         horizon: float = DEFAULT_HORIZON,
         inbox_limit: int = MERGE_ROWS,
+        host_budget: HostBudget | None = None,
     ) -> None:
         self._horizon = horizon
+        self._host_budget = host_budget
         self._inbox_limit = inbox_limit
         self.path = data_dir / DB_NAME
         self._wal_limit = wal_limit
@@ -264,7 +269,7 @@ class SQLiteStore(AsyncResource):
         # this process's or a dead one's, whatever ``worker`` says, live or not at ``now``.
         def work(db: sqlite3.Connection) -> int:
             moved = db.execute(sql.RECOVER_URLS, (State.QUEUED, State.CLAIMED)).rowcount
-            unpark(db, self._page_budget)
+            unpark(db, self._page_budget, self._host_budget)
             db.execute(sql.END_LEASES)
             return moved
 
@@ -354,9 +359,13 @@ class SQLiteStore(AsyncResource):
         return await self._run(work)
 
     async def claim(
-        self, wanted: Mapping[int, int], now: float, worker: str | None = None
+        self,
+        wanted: Mapping[int, int],
+        now: float,
+        worker: str | None = None,
+        budgets: Mapping[int, int] | None = None,
     ) -> Sequence[QueuedURL]:
-        budget = self._page_budget
+        default = self._page_budget
 
         def work(db: sqlite3.Connection) -> list[QueuedURL]:
             claimed: list[QueuedURL] = []
@@ -365,6 +374,7 @@ class SQLiteStore(AsyncResource):
             for host_id, limit in wanted.items():
                 if leased is not None and host_id not in leased:
                     continue
+                budget = least_budget(default, None if budgets is None else budgets.get(host_id))
                 if budget is not None:
                     fetched, out = db.execute(sql.PAGE_BUDGET_USE, (host_id,)).fetchone()
                     if fetched >= budget:
