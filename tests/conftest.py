@@ -39,6 +39,7 @@ from trawl.events.target import EventsTarget
 from trawl.extract.soft404 import PROBE_PREFIX
 from trawl.fetch.fetcher import Fetcher, Recorder
 from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.proxy import Proxy
 from trawl.fetch.resolver import GuardedResolver
 from trawl.fetch.retry import RetryPolicy
 from trawl.ops.summary import Summary
@@ -182,6 +183,7 @@ class CrawlRunner:
         events: EventsTarget | None = None,
         store: StoreLocation | None = None,
         freshness: Freshness | None = None,
+        proxy: Proxy | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -214,6 +216,7 @@ class CrawlRunner:
             events=events,
             store=store,
             freshness=freshness or Freshness(),
+            proxy=proxy,
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

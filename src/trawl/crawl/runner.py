@@ -55,6 +55,7 @@ from trawl.extract.pool import ExtractPool, ExtractSettings, parse_workers
 from trawl.fetch.fdlimit import raise_fd_limit
 from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.proxy import always
 from trawl.fetch.resolver import AiodnsBackend, GuardedResolver, HostsFile
 from trawl.fetch.tls import tls_context
 from trawl.handlers.item_files import ItemWriter
@@ -198,6 +199,7 @@ async def build_engine(
                 ),
                 recorder=recorder,
                 tls=tls_context(config.ca_file),
+                proxy_for=None if config.proxy is None else always(config.proxy),
             )
         )
         metrics = None

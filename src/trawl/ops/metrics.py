@@ -66,6 +66,7 @@ _COUNTED = {
     "sitemaps_read": "sitemaps_read",
     "sitemap_urls": "sitemap_urls",
     "sitemap_errors": "sitemap_errors",
+    "proxy_errors": "proxy_errors",
 }
 
 
@@ -238,6 +239,7 @@ class CrawlMetrics:
             "redirect": "Redirect answers",
             "robots_blocked": "URLs robots.txt kept from being fetched",
             "duplicate_urls": "Discovered links to URLs already known",
+            "proxy_errors": "Requests the proxy failed (--proxy), retries included",
         }
         self._counters = {
             key: Counter(f"trawl_{key}", doc, registry=self.registry)
