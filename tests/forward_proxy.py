@@ -1,12 +1,19 @@
 """A forward HTTP proxy on loopback, for the tests of crawling through one.
 
 It opens CONNECT tunnels and forwards absolute-form requests (``GET http://host/path``),
-each on a connection of its own to the target (``Connection: close``, with a ``Via``
-header the origin's log shows), logs what it saw (:class:`ProxyRecord`), may require
+any number on one client connection (kept alive while the answers are framed), each on
+a connection of its own to the target (``Connection: close``, with a ``Via`` header the
+origin's log shows), logs what it saw (:class:`ProxyRecord`), may require
 Proxy-Authorization (Basic), and can be stopped mid-crawl: after ``stop_after``
 requests it closes its listening socket and every connection, as a proxy that dies.
 Target names are mapped to addresses by ``resolve`` (the site server's map); a name
-not in it is taken as an address.
+not in it goes to ``default_address``, or is taken as an address.
+
+Run alone, for the benchmark of a crawl through it (docs/PERFORMANCE.md), it sends
+every name to 127.0.0.1, serves until its standard input closes and then prints how
+many requests came on how many connections:
+
+    python tests/forward_proxy.py PORT
 """
 
 from __future__ import annotations
@@ -14,16 +21,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import httptools
 
 from trawl.demo.loop import BackgroundLoop
 from trawl.resource import Resource
 
 VIA = "1.1 trawl-test-proxy"
 _DROPPED = {"proxy-authorization", "proxy-connection", "connection", "keep-alive"}
+_FRAMING = {"content-length", "transfer-encoding"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,42 @@ class ProxyRecord:
     """200 for a tunnel opened or a request forwarded; else the proxy's own answer."""
 
 
+class _Framing:
+    """Whether an answer fed to llhttp has ended."""
+
+    def __init__(self) -> None:
+        self.complete = False
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+async def _relay_answer(upstream: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Relay one answer from the target to the client, its Connection headers dropped;
+    whether the client's connection may carry another request (the answer was framed
+    by its length, not by the end of the connection)."""
+    head = await upstream.readuntil(b"\r\n\r\n")
+    framing = _Framing()
+    parser = httptools.HttpResponseParser(framing)
+    parser.feed_data(head)
+    status, *lines = head.decode("latin-1").split("\r\n")
+    kept = [line for line in lines if line and line.split(":", 1)[0].lower() not in _DROPPED]
+    framed = any(line.split(":", 1)[0].lower() in _FRAMING for line in kept)
+    # The head goes with the body's first bytes, in one write, as the target sent them.
+    pending = "\r\n".join([status, *kept, "", ""]).encode("latin-1")
+    while not framing.complete:
+        data = await upstream.read(65536)
+        if not data:
+            break
+        parser.feed_data(data)
+        writer.write(pending + data)
+        pending = b""
+        await writer.drain()
+    writer.write(pending)
+    await writer.drain()
+    return framed and framing.complete
+
+
 class ForwardProxy(Resource):
     """The proxy on ``address`` (a free port); a context manager."""
 
@@ -51,9 +98,12 @@ class ForwardProxy(Resource):
         address: str = "127.0.0.1",
         credentials: tuple[str, str] | None = None,
         stop_after: int | None = None,
+        default_address: str | None = None,
+        port: int = 0,
     ) -> None:
         self.address = address
-        self.port = 0
+        self.port = port
+        self._default = default_address
         self._resolve = dict(resolve)
         self._expected = None
         if credentials is not None:
@@ -61,6 +111,8 @@ class ForwardProxy(Resource):
             self._expected = "Basic " + base64.b64encode(pair).decode()
         self._stop_after = stop_after
         self._records: list[ProxyRecord] = []
+        self.connections = 0
+        """Client connections accepted."""
         self._lock = threading.Lock()
         self._writers: set[asyncio.StreamWriter] = set()
         self._server: asyncio.Server | None = None
@@ -81,7 +133,7 @@ class ForwardProxy(Resource):
         return self
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._client, self.address, 0)
+        self._server = await asyncio.start_server(self._client, self.address, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     def close(self) -> None:
@@ -104,10 +156,13 @@ class ForwardProxy(Resource):
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-                head = await reader.readuntil(b"\r\n\r\n")
-                await self._serve(head, reader, writer)
+                # Requests in absolute form, one after another on the connection, until
+                # either side closes or a CONNECT turns it into a tunnel.
+                while await self._serve(await reader.readuntil(b"\r\n\r\n"), reader, writer):
+                    pass
         finally:
             self._writers.discard(writer)
             writer.close()  # what was relayed is sent first
@@ -116,7 +171,8 @@ class ForwardProxy(Resource):
 
     async def _serve(
         self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    ) -> bool:
+        """Answer one request; whether the connection may carry another."""
         request_line, *lines = head.decode("latin-1").split("\r\n")
         method, target, _ = request_line.split(" ", 2)
         headers = [tuple(part.strip() for part in line.split(":", 1)) for line in lines if line]
@@ -130,39 +186,44 @@ class ForwardProxy(Resource):
             record(407)
             writer.write(
                 b"HTTP/1.1 407 Proxy Authentication Required\r\n"
-                b'Proxy-Authenticate: Basic realm="test"\r\nContent-Length: 0\r\n'
-                b"Connection: close\r\n\r\n"
+                b'Proxy-Authenticate: Basic realm="test"\r\nContent-Length: 0\r\n\r\n'
             )
             await writer.drain()
-            return
+            return True
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
             upstream = await self._open(host.strip("[]"), int(port), writer, record)
             if upstream is None:
-                return
+                return True
             record(200)
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             await self._pipe(reader, writer, *upstream)
-            return
+            return False
         parts = urlsplit(target)
         upstream = await self._open(parts.hostname or "", parts.port or 80, writer, record)
         if upstream is None:
-            return
+            return True
         record(200)
         up_reader, up_writer = upstream
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        forwarded = [f"{method} {path} HTTP/1.1"]
-        forwarded += [f"{n}: {v}" for n, v in headers if n.lower() not in _DROPPED]
-        forwarded += ["Connection: close", f"Via: {VIA}", "", ""]
-        up_writer.write("\r\n".join(forwarded).encode("latin-1"))
-        await self._pipe(reader, writer, up_reader, up_writer)
+        self._writers.add(up_writer)
+        try:
+            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            forwarded = [f"{method} {path} HTTP/1.1"]
+            forwarded += [f"{n}: {v}" for n, v in headers if n.lower() not in _DROPPED]
+            forwarded += ["Connection: close", f"Via: {VIA}", "", ""]
+            up_writer.write("\r\n".join(forwarded).encode("latin-1"))
+            return await _relay_answer(up_reader, writer)
+        finally:
+            self._writers.discard(up_writer)
+            up_writer.transport.abort()
 
     async def _open(
         self, host: str, port: int, writer: asyncio.StreamWriter, record: Callable[[int], None]
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """A connection to the target, or None after answering 502."""
         try:
-            return await asyncio.open_connection(self._resolve.get(host, host), port)
+            address = self._resolve.get(host, self._default or host)
+            return await asyncio.open_connection(address, port)
         except OSError:
             record(502)
             writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
@@ -197,3 +258,9 @@ class ForwardProxy(Resource):
         finally:
             self._writers.discard(up_writer)
             up_writer.transport.abort()
+
+
+if __name__ == "__main__":
+    with ForwardProxy({}, default_address="127.0.0.1", port=int(sys.argv[1])) as running:
+        sys.stdin.read()
+        print(f"{len(running.records)} requests on {running.connections} connections")

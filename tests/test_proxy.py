@@ -19,7 +19,10 @@ from test_tls import GOOD, OTHER, https_server  # noqa: F401 - the fixture
 from trawl.config import CrawlConfig, IPNetwork, Limits, Politeness
 from trawl.crawl.runner import build_engine
 from trawl.demo import Response, Site, SiteServer, generate_site
-from trawl.fetch.proxy import PASSWORD_ENV, USER_ENV, parse_proxy
+from trawl.fetch.client import HttpClient
+from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.proxy import PASSWORD_ENV, USER_ENV, always, parse_proxy
+from trawl.fetch.resolver import GuardedResolver
 from trawl.store.values import State
 
 USER, PASSWORD = "crawler", "s3cret-Pa55"
@@ -81,6 +84,7 @@ async def test_a_crawl_through_the_proxy_finds_what_a_direct_one_does(
         inflight = server.max_inflight_per_host()
         gaps = {host: server.gaps(host) for host in server.site.hosts}
         records = proxy.records
+        connections = proxy.connections
 
     assert outcomes(proxied.rows) == outcomes(direct.rows)
     assert set(proxied.rows) == server.site.ground_truth
@@ -92,6 +96,8 @@ async def test_a_crawl_through_the_proxy_finds_what_a_direct_one_does(
     asked = sorted(f"{urlsplit(r.target).hostname}{origin_form(r.target)}" for r in records)
     assert asked == sorted(f"{r.host}{r.path}" for r in seen)
     assert proxied.summary.requests == sum(is_page(urlsplit(r.target).path) for r in records)
+    # A host's connection to the proxy is kept for its next turns, as without a proxy.
+    assert connections < len(records) / 2
     # Politeness is per target host, not per proxy: one at a time, the delay between.
     assert set(inflight.values()) == {1}
     for host, between in gaps.items():
@@ -265,3 +271,33 @@ def test_credentials_come_from_the_environment() -> None:
 def _no_proxy_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (USER_ENV, PASSWORD_ENV):
         monkeypatch.delenv(name, raising=False)
+
+
+async def test_connections_through_the_proxy_are_kept_per_target_host() -> None:
+    with (
+        SiteServer(small_site) as server,
+        ForwardProxy(server.resolve_map(), address=PROXY_ADDRESS) as proxy,
+    ):
+        one, two = server.site.url("one.test", "/0.html"), server.site.url("two.test", "/0.html")
+        client = HttpClient(
+            GuardedResolver(AddressPolicy(target_ranges(server)), overrides=server.resolve_map()),
+            headers=[("User-Agent", "trawl-test")], connect_timeout=5.0, max_idle=8,
+            proxy_for=always(parse_proxy(proxy.url, {})),
+        )  # fmt: skip
+        try:
+            for url in (one, two, one, two, one):
+                with await client.get(url) as answer:
+                    assert answer.status == 200
+            assert client.opened == 2
+            # A host going to rest closes its own connection through the proxy only.
+            assert client.drop_idle(f"one.test:{server.port}") == 1
+            for url in (two, one):
+                with await client.get(url) as answer:
+                    assert answer.status == 200
+            assert client.opened == 3
+        finally:
+            await client.close()
+        connections, records = proxy.connections, proxy.records
+
+    assert connections == 3
+    assert len(records) == 7
