@@ -301,3 +301,45 @@ async def test_connections_through_the_proxy_are_kept_per_target_host() -> None:
 
     assert connections == 3
     assert len(records) == 7
+
+
+async def test_a_tunnel_refused_is_a_proxy_error_not_the_hosts(
+    https_server: tuple[int, Path],  # noqa: F811 - the fixture imported
+    tmp_path: Path,
+) -> None:
+    port, ca = https_server
+    with ForwardProxy({}, credentials=(USER, PASSWORD)) as proxy:
+        config = CrawlConfig(
+            seeds=(f"https://{GOOD}:{port}/",),
+            data_dir=tmp_path / "crawl",
+            resolve={GOOD: "127.0.0.1"},
+            allow_networks=(ipaddress.ip_network("127.0.0.1/32"),),
+            ca_file=ca,
+            soft_404=False,
+            rng_seed=1,
+            proxy=parse_proxy(proxy.url, {}),
+        )
+        async with build_engine(config) as crawler:
+            summary = await crawler.run()
+        records = proxy.records
+
+    assert {(r.method, r.status) for r in records} == {("CONNECT", 407)}
+    assert summary.errors_by_class == {"proxy_error": 1}
+    assert summary.unreachable_hosts == 0
+
+
+async def test_a_proxy_down_from_the_start_is_one_log_line(
+    crawl: CrawlRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ForwardProxy({}) as gone:
+        url = gone.url
+    with SiteServer(small_site) as server:
+        result = await crawl(server, proxy=parse_proxy(url, {}))
+        seen = server.requests
+
+    assert seen == []
+    assert {row.error for row in result.rows.values()} == {"proxy_error"}
+    assert result.summary.limits["proxy_errors"] >= len(server.site.hosts)
+    said = [r.getMessage() for r in caplog.records if r.name == "trawl.fetch.proxy"]
+    assert len(said) == 1
+    assert said[0].startswith(f"proxy failing: proxy {url} refused the connection")

@@ -410,6 +410,8 @@ class HttpClient:
                 raise OutOfFiles(f"no file descriptor to connect to {proxy.shown}: {exc}") from exc
             if opened:
                 raise ConnectFailed(f"{host} through proxy {proxy.shown}: {exc}") from exc
+            if isinstance(exc, ConnectionRefusedError):
+                raise ProxyFailed(f"proxy {proxy.shown} refused the connection") from exc
             raise ProxyFailed(f"proxy {proxy.shown}: {exc}") from exc
         finally:
             if connection is None or connection.closed:
