@@ -343,3 +343,17 @@ async def test_a_proxy_down_from_the_start_is_one_log_line(
     said = [r.getMessage() for r in caplog.records if r.name == "trawl.fetch.proxy"]
     assert len(said) == 1
     assert said[0].startswith(f"proxy failing: proxy {url} refused the connection")
+
+
+def test_every_seed_failing_at_the_proxy_says_so_and_exits_3(tmp_path: Path) -> None:
+    with ForwardProxy({}) as gone:
+        url = gone.url
+    command = [sys.executable, "-m", "trawl", "crawl", "http://site.test/", "--proxy", url,
+               "--resolve", "site.test=127.0.0.1", "--allow-network", "127.0.0.1/32",
+               "--retry-attempts", "1", "--data-dir", str(tmp_path / "crawl"),
+               "--no-progress"]  # fmt: skip
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3, run.stderr
+    assert "Traceback" not in run.stderr
+    assert f"proxy failing: proxy {url} refused the connection" in run.stderr
+    assert "http://site.test/ not fetched: the proxy failed (--proxy" in run.stderr
