@@ -40,6 +40,7 @@ from trawl.events.target import EventsTarget
 from trawl.extract.soft404 import PROBE_PREFIX
 from trawl.fetch.fetcher import Fetcher, Recorder
 from trawl.fetch.netguard import AddressPolicy
+from trawl.fetch.proxy import Proxy
 from trawl.fetch.resolver import GuardedResolver
 from trawl.fetch.retry import RetryPolicy
 from trawl.ops.summary import Summary
@@ -186,6 +187,7 @@ class CrawlRunner:
         freshness: Freshness | None = None,
         render: RenderConfig | None = None,
         sites: Sites | None = None,
+        proxy: Proxy | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -220,6 +222,7 @@ class CrawlRunner:
             freshness=freshness or Freshness(),
             render=render or RenderConfig(),
             sites=sites or Sites(),
+            proxy=proxy,
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

@@ -34,6 +34,7 @@ SAMPLES = {
     "nameserver": "127.0.0.1", "resolve": "a.test=127.0.0.1", "handler": "books:book",
     "output": "s3://bucket/p", "s3_endpoint": "http://127.0.0.1:9000",
     "render_include": "/app/", "render_browser": "/opt/chromium/chrome",
+    "proxy": "http://127.0.0.1:3128",
 }  # fmt: skip
 """A value other than the default for each option whose kind does not suggest one."""
 

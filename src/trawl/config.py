@@ -23,6 +23,7 @@ from trawl.events.target import EventsTarget
 from trawl.extract.links import DEFAULT_MAX_DEPTH
 from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import DEFAULT_RULES, NormalizeRules
+from trawl.fetch.proxy import Proxy
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.frontier.priority import DEFAULT_HORIZON
@@ -322,6 +323,8 @@ class CrawlConfig:
     """Names looked up here before DNS (/etc/hosts format); None: DNS only."""
     ca_file: Path | None = None
     """A PEM file of CA certificates trusted for https besides the system's."""
+    proxy: Proxy | None = None
+    """The HTTP proxy every request goes through (``--proxy``), None: none."""
     warc: bool = False
     """Archive every fetch to WARC files in ``data_dir / "warc"``."""
     warc_max_size: int = 1 << 30

@@ -440,6 +440,15 @@ OPTIONS: tuple[Option, ...] = (
            metavar="PATH", shown_default="the system's trust store only", kept=_LOCAL,
            details="For sites signed by a private or test CA. The certificates are added to "
                    "the system's, and names are still verified."),
+    Option("proxy", Kind.TEXT, _NETWORK,
+           "Send every request through this HTTP proxy.",
+           metavar="http://HOST:PORT", kept=_LOCAL,
+           details="https sites through a CONNECT tunnel, TLS end to end with the site "
+                   "(its certificate checked for its name, `--ca-file` applies); http sites "
+                   "in absolute form. Credentials from `TRAWL_PROXY_USER` and "
+                   "`TRAWL_PROXY_PASSWORD`, never in the URL. Sites' names are still "
+                   "resolved and checked (`--allow-network`) before the proxy is asked; the "
+                   "proxy's own address is not checked. See PIPELINE.md, Proxies."),
     Option("timeout", Kind.FLOAT, _NETWORK, "Total seconds per fetch.",
            default=_TIMEOUTS.total, metavar=_S),
     Option("connect_timeout", Kind.FLOAT, _NETWORK, "Seconds to connect.",

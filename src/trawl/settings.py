@@ -34,6 +34,7 @@ from trawl.errors import UsageError
 from trawl.events.target import parse_events
 from trawl.extract.scope import ScopeMode
 from trawl.extract.urls import NormalizeRules
+from trawl.fetch.proxy import parse_proxy
 from trawl.fetch.retry import RetryPolicy
 from trawl.freshness.recrawl import RecrawlPolicy
 from trawl.options import BY_NAME, OPTIONS, Kind, WrongType, toml_text
@@ -125,6 +126,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         nameservers=tuple(values["nameserver"] or ()),
         hosts_file=_path(values["hosts_file"]),
         ca_file=_path(values["ca_file"]),
+        proxy=parse_proxy(values["proxy"]) if values["proxy"] else None,
         warc=bool(values["warc"]),
         warc_max_size=values["warc_max_size"],
         text=bool(values["text"]),

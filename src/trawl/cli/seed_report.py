@@ -49,6 +49,8 @@ _CAUSES = {
     FetchError.PROTOCOL.value: "the server's answer is not valid HTTP",
     FetchError.DECODE.value: "the body could not be decoded",
     FetchError.INVALID_URL.value: "not a URL trawl can fetch",
+    FetchError.PROXY.value: "the proxy failed (--proxy: not reachable, wants credentials in "
+    "TRAWL_PROXY_USER and TRAWL_PROXY_PASSWORD, or refused the site; the log says which)",
     "host_failing": "the host kept failing, so its URLs were given up (--breaker-trips)",
     BLOCKED_ERROR: "blocked by the operator's rules",
     "robots_unavailable": "robots.txt unavailable (an error status, or no valid HTTP "

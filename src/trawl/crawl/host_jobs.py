@@ -30,6 +30,8 @@ from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
 from trawl.store.protocols import Store
 from trawl.store.values import CommitBatch, Fence, HostUpdate
 
+PROXY = FetchError.PROXY
+
 log = logging.getLogger("trawl.crawl.host_jobs")
 
 
@@ -99,6 +101,8 @@ class HostJobs:
             if answer.rules is not None and self._config.freshness.reads_sitemaps:
                 named = host_sitemaps(some_url, answer.rules.sitemaps)
                 queue_sitemaps(named, some_url, reached_at, self._links, batch)
+        if answer.failure is PROXY:
+            batch.count("proxy_errors")
         decision = classify_robots(answer, slot.robots_failures, self._config.retry, self._rng)
         until = self._clock() + decision.seconds
         pause = 0.0
@@ -126,7 +130,8 @@ class HostJobs:
             # is noticed when robots.txt is due again) or unreachable (no answer at all,
             # which is not a robots.txt rule): its URLs fail with that error class.
             assert decision.error is not None
-            if decision.verdict is RobotsVerdict.UNREACHABLE:
+            # A proxy that fails says nothing of the host: not counted as unreachable.
+            if decision.verdict is RobotsVerdict.UNREACHABLE and decision.error is not PROXY:
                 log.info(
                     "host %s unreachable (%s): failing its URLs", slot.name, decision.error,
                     extra={"host": slot.name, "error": str(decision.error)},

@@ -31,17 +31,20 @@ BREAKER_ERRORS = frozenset(
         FetchError.TLS, FetchError.PROTOCOL,
     }
 )  # fmt: skip
-"""Fetch errors that count against a host's circuit breaker (as 5xx answers do)."""
+"""Fetch errors that count against a host's circuit breaker (as 5xx answers do). A proxy's
+failure (``proxy_error``) does not: it says nothing of the host, and a proxy that is
+down must not pause or give up every host behind it."""
 UNREACHABLE_ERRORS = frozenset(
     {
         FetchError.DNS, FetchError.CONNECT, FetchError.CONNECTION_REFUSED, FetchError.TIMEOUT,
-        FetchError.TLS,
+        FetchError.TLS, FetchError.PROXY,
     }
 )  # fmt: skip
 """robots.txt fetch errors that mean the host itself cannot be reached (no such name, no
-connection, no answer in time, a failed TLS handshake): after the last attempt its URLs
-fail with that error class, counted as failed, instead of being held back as if
-robots.txt disallowed them (a 5xx or a broken answer still does, as RFC 9309 says)."""
+connection, no answer in time, a failed TLS handshake) or, through a proxy, the proxy
+failing: after the last attempt its URLs fail with that error class, counted as failed,
+instead of being held back as if robots.txt disallowed them (a 5xx or a broken answer
+still does, as RFC 9309 says)."""
 NOT_ASKED_PAUSE = 1.0
 """Seconds a host whose robots.txt got no connection (no file descriptor) waits."""
 BACK_OFF_STATUSES = frozenset({429, 503})

@@ -142,6 +142,8 @@ class PageJob:
         batch = CommitBatch(fence=fence)
         content: list[FetchedContent] = []
         batch.count("requests")
+        if result.error is FetchError.PROXY:
+            batch.count("proxy_errors")
         attempts = url.attempts + 1
         decision = classify_fetch(result, attempts, self._config.retry, self._rng)
         if decision.verdict is Verdict.RETRY:

@@ -72,7 +72,7 @@ from trawl.policy import (
 )
 from trawl.politeness.robots import RobotsGate
 from trawl.politeness.robots_parser import agent_token
-from trawl.sites.requests import site_requests
+from trawl.sites.requests import site_proxies, site_requests
 from trawl.store.location import StoreLocation
 from trawl.store.protocols import Store
 
@@ -205,6 +205,7 @@ async def build_engine(
                 recorder=recorder,
                 tls=tls_context(config.ca_file),
                 sites=site_requests(config.sites),
+                proxy_for=site_proxies(config.sites, config.proxy),
             )
         )
         renderer = None

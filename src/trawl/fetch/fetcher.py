@@ -47,6 +47,7 @@ from trawl.fetch.client import (
 )
 from trawl.fetch.fdlimit import current, fd_budget
 from trawl.fetch.pool import KEEP_WINDOW
+from trawl.fetch.proxy import ProxyFailed, ProxyFor
 from trawl.fetch.resolver import BlockedAddress, GuardedResolver, NameNotFound, ResolverStats
 from trawl.resource import AsyncResource
 from trawl.sites.match import HostPatterns
@@ -73,12 +74,15 @@ class FetchError(enum.StrEnum):
     FD_LIMIT = "fd_limit"
     """No file descriptor was left for a connection: nothing was asked of the host, and
     the URL is asked for again later without counting a try."""
+    PROXY = "proxy_error"
+    """The proxy failed (unreachable, a 407, a CONNECT refused, closed before answering):
+    retried, and never counted against the target host's circuit breaker."""
 
 
 RETRYABLE_ERRORS = frozenset(
     {
         FetchError.TIMEOUT, FetchError.DNS, FetchError.CONNECT, FetchError.CONNECTION_REFUSED,
-        FetchError.PROTOCOL,
+        FetchError.PROTOCOL, FetchError.PROXY,
     }
 )  # fmt: skip
 
@@ -213,6 +217,8 @@ def _decoder(encoding: str | None) -> _Decoder | None:
 
 
 def _error_class(exc: BaseException) -> FetchError:
+    if isinstance(exc, ProxyFailed):
+        return FetchError.PROXY
     if isinstance(exc, TimeoutError):
         return FetchError.TIMEOUT
     if isinstance(exc, BlockedAddress):
@@ -247,9 +253,11 @@ class Fetcher(AsyncResource):
         recorder: Recorder | None = None,
         tls: ssl.SSLContext | None = None,
         sites: HostPatterns[SiteRequest] | None = None,
+        proxy_for: ProxyFor | None = None,
     ) -> None:
         self._user_agent = user_agent
         self._sites = sites if sites else None
+        self._proxy_for = proxy_for
         self._tls = tls
         self._timeouts = timeouts
         self._max_body = max_body
@@ -296,6 +304,7 @@ class Fetcher(AsyncResource):
             max_idle=budget,
             max_open=budget,
             ssl_context=self._tls,
+            proxy_for=self._proxy_for,
         )
         return self
 
@@ -400,7 +409,7 @@ class Fetcher(AsyncResource):
                         exchange = dataclasses.replace(
                             exchange, request_headers=site.redact(exchange.request_headers)
                         )
-        except (HttpFailure, OSError, TimeoutError, zlib.error, brotli.error) as exc:
+        except (HttpFailure, ProxyFailed, OSError, TimeoutError, zlib.error, brotli.error) as exc:
             elapsed = time.monotonic() - started
             if isinstance(exc, OutOfFiles):
                 self._out_of_files(exc)

@@ -35,21 +35,25 @@ SWEEP_EVERY = 0.25
 than one per connection (2.5 us a request on uvloop, about 2% of the client's CPU)."""
 
 Origin = tuple[str, str, int]
-"""(scheme, host, port): what a pooled connection is reused for."""
+"""(scheme, host, port): where a URL's request goes."""
+Route = tuple[str, str, int, str]
+"""(scheme, host, port, proxy): what a pooled connection is reused for; ``proxy`` is the
+``host:port`` of the proxy it goes through (trawl.fetch.proxy), '' for none. So a
+host's connections through a proxy are its own, rested and closed with the host."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def host_key(origin: Origin) -> str:
-    """The host of ``origin`` as the crawl names it: its port only when not the
+def host_key(route: Route) -> str:
+    """The host of ``route`` as the crawl names it: its port only when not the
     scheme's default (trawl.extract.urls ``host_key``)."""
-    scheme, host, port = origin
+    scheme, host, port, _ = route
     return host if DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
 
 
 class Pooled(Protocol):
     """What the pool needs of a connection."""
 
-    origin: Origin
+    route: Route
     closed: bool
     counted: bool
     """True while the connection counts in ``Pool.sockets``."""
@@ -62,14 +66,14 @@ C = TypeVar("C", bound=Pooled)
 
 
 class Pool(Generic[C]):
-    """Idle connections by origin, newest first; at most ``limit`` in all, none kept
+    """Idle connections by route, newest first; at most ``limit`` in all, none kept
     longer than ``timeout`` seconds."""
 
     def __init__(self, limit: int, timeout: float) -> None:
         self._limit = limit
         self._timeout = timeout
-        self._idle: dict[Origin, list[C]] = {}
-        self._by_host: dict[str, set[Origin]] = {}
+        self._idle: dict[Route, list[C]] = {}
+        self._by_host: dict[str, set[Route]] = {}
         self._since: dict[C, float] = {}
         """Every idle connection and when it went idle (monotonic), longest idle first."""
         self._sweep: asyncio.TimerHandle | None = None
@@ -85,9 +89,9 @@ class Pool(Generic[C]):
             connection.counted = False
             self.sockets -= 1
 
-    def take(self, origin: Origin) -> C | None:
-        """A live idle connection to ``origin`` (the newest), or None."""
-        stack = self._idle.get(origin)
+    def take(self, route: Route) -> C | None:
+        """A live idle connection for ``route`` (the newest), or None."""
+        stack = self._idle.get(route)
         stale = time.monotonic() - self._timeout
         while stack:
             connection = stack[-1]
@@ -99,17 +103,17 @@ class Pool(Generic[C]):
         return None
 
     def put(self, connection: C) -> None:
-        """Keep ``connection`` for its origin's next request, for ``timeout`` at most."""
+        """Keep ``connection`` for its route's next request, for ``timeout`` at most."""
         if self._limit <= 0:
             connection.close()
             return
         if len(self._since) >= self._limit:
             self.evict_oldest()
-        origin = connection.origin
-        stack = self._idle.get(origin)
+        route = connection.route
+        stack = self._idle.get(route)
         if stack is None:
-            stack = self._idle[origin] = []
-            self._by_host.setdefault(host_key(origin), set()).add(origin)
+            stack = self._idle[route] = []
+            self._by_host.setdefault(host_key(route), set()).add(route)
         stack.append(connection)
         self._since[connection] = time.monotonic()
         if self._sweep is None:
@@ -136,15 +140,15 @@ class Pool(Generic[C]):
 
     def _remove(self, connection: C) -> None:
         del self._since[connection]
-        origin = connection.origin
-        stack = self._idle[origin]
+        route = connection.route
+        stack = self._idle[route]
         stack.remove(connection)
         if not stack:
-            del self._idle[origin]
-            key = host_key(origin)
-            origins = self._by_host[key]
-            origins.discard(origin)
-            if not origins:
+            del self._idle[route]
+            key = host_key(route)
+            routes = self._by_host[key]
+            routes.discard(route)
+            if not routes:
                 del self._by_host[key]
 
     def evict_oldest(self) -> bool:
@@ -161,11 +165,9 @@ class Pool(Generic[C]):
 
     def drop_host(self, host: str) -> int:
         """Close the idle connections to ``host`` (a host key: ``name`` or
-        ``name:port``, any scheme); how many there were."""
+        ``name:port``, any scheme or proxy); how many there were."""
         dropped = [
-            connection
-            for origin in self._by_host.get(host, ())
-            for connection in self._idle[origin]
+            connection for route in self._by_host.get(host, ()) for connection in self._idle[route]
         ]
         for connection in dropped:
             connection.close()

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trawl.errors import UsageError
+from trawl.fetch.proxy import Prelude
 
 RECORD = 16 * 1024
 """The most plaintext a TLS record carries (RFC 8446, 5.1): one read's worth."""
@@ -77,6 +78,7 @@ async def connect(
     context: ssl.SSLContext,
     server_hostname: str,
     buffer: memoryview,
+    prelude: Prelude | None = None,
 ) -> TlsTransport:
     """A TCP connection to ``address`` (an IP address, checked by the caller) with TLS
     over it, the handshake made and the certificate verified for ``server_hostname`` by
@@ -85,7 +87,8 @@ async def connect(
     TLS fails, a ConnectionResetError when the server ends the connection during the
     handshake, or the OSError of the socket. The socket is registered with the loop once
     (for reading, the transport's registration after the handshake): each registration
-    costs system calls."""
+    costs system calls. With ``prelude`` (a proxy's CONNECT, trawl.fetch.proxy), what it
+    says on the connected socket comes before TLS; its failure is raised as it is."""
     loop = asyncio.get_running_loop()
     sock: socket.socket = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
     fd = sock.fileno()
@@ -105,6 +108,8 @@ async def connect(
             failed = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if failed:
             raise OSError(failed, os.strerror(failed))  # ConnectionRefusedError and kin
+        if prelude is not None:
+            await prelude(sock, readable.wait)
         sock = tls = context.wrap_socket(
             sock, server_hostname=server_hostname, do_handshake_on_connect=False
         )

@@ -71,6 +71,7 @@ _COUNTED = {
     "render_blocked_address": "render_blocked_address",
     "render_capped": "render_capped",
     "render_restarts": "render_restarts",
+    "proxy_errors": "proxy_errors",
 }
 
 
@@ -248,6 +249,7 @@ class CrawlMetrics:
             "render_blocked_address": "Requests of rendered pages refused for their address",
             "render_capped": "Requests of rendered pages refused past --render-max-requests",
             "render_restarts": "Browser restarts past --render-memory",
+            "proxy_errors": "Requests the proxy failed (--proxy), retries included",
         }
         self._counters = {
             key: Counter(f"trawl_{key}", doc, registry=self.registry)

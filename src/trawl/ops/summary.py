@@ -18,10 +18,11 @@ STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
 LIMIT_COUNTERS = (
     "too_deep", "over_host_page_budget", "over_host_discovery_budget", "soft_404",
-    "breaker_trips", "breaker_gave_up", "truncated", "fd_limit",
+    "breaker_trips", "breaker_gave_up", "truncated", "fd_limit", "proxy_errors",
 )  # fmt: skip
-"""Counters of what a budget, a trap guard, the circuit breaker or the file-descriptor
-limit (``fd_limit``: requests put off for want of a connection) held back."""
+"""Counters of what a budget, a trap guard, the circuit breaker, the file-descriptor
+limit (``fd_limit``: requests put off for want of a connection) or a failing proxy
+(``proxy_errors``: requests the proxy failed, retries included) held back."""
 
 CONTENT_COUNTERS = (
     "text_records", "events", "exact_duplicates", "near_duplicates", "unchanged",

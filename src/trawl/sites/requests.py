@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from trawl.fetch.proxy import Proxy, ProxyFor, always, parse_proxy
 from trawl.sites.match import HostPatterns
 from trawl.sites.rules import Site, SiteError, Sites, Value, check_text
 
@@ -100,3 +101,20 @@ def _env(what: str, name: str, env: Mapping[str, str]) -> str:
     if text is None:
         raise SiteError(f"{what}: environment variable {name} is not set")
     return text
+
+
+def site_proxies(sites: Sites, default: Proxy | None) -> ProxyFor | None:
+    """The proxy each host's requests go through: its site's ``proxy``, else ``default``
+    (``--proxy``); None when no host has one. Each site's proxy is read once, its
+    credentials from the environment as ``--proxy``'s are."""
+    chosen = {site.pattern: parse_proxy(site.proxy) for site in sites.rules if site.proxy}
+    if not chosen:
+        return None if default is None else always(default)
+
+    def proxy_for(host: str) -> Proxy | None:
+        site = sites.for_host(host)
+        if site is not None and site.proxy:
+            return chosen[site.pattern]
+        return default
+
+    return proxy_for

@@ -275,11 +275,12 @@ def _render(where: str, value: object) -> str | None:
 
 
 def _proxy(where: str, value: object) -> str | None:
-    """A proxy URL: http or https, a host, an optional port, no path and no credentials
-    (those come from the environment, so that the stored crawl never holds them)."""
+    """A proxy URL: http, a host, an optional port, no path and no credentials (those
+    come from the environment, so that the stored crawl never holds them), as
+    ``--proxy`` takes it (trawl.fetch.proxy)."""
     if value is None:
         return None
-    bad = f"{where}: proxy must be a URL http://HOST[:PORT] or https://HOST[:PORT]"
+    bad = f"{where}: proxy must be a URL http://HOST[:PORT]"
     if not isinstance(value, str) or _has_break(value):
         raise SiteError(bad)
     try:
@@ -290,7 +291,7 @@ def _proxy(where: str, value: object) -> str | None:
     if parts.username is not None or parts.password is not None:
         raise SiteError(f"{where}: proxy credentials come from the environment, not the URL")
     if (
-        parts.scheme not in ("http", "https")
+        parts.scheme != "http"
         or not parts.hostname
         or parts.path not in ("", "/")
         or parts.query
