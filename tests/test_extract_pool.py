@@ -21,6 +21,7 @@ import pytest
 from conftest import is_page
 from test_cli import Run, assert_one_error_line, trawl
 from test_crawl import page
+from trawl.child_exit import stop_reason
 from trawl.config import ScopeConfig
 from trawl.demo import Site, SiteServer, generate_site
 from trawl.extract.pool import (
@@ -31,7 +32,6 @@ from trawl.extract.pool import (
     ExtractPool,
     ExtractSettings,
     WorkerStopped,
-    stop_reason,
 )
 from trawl.extract.urls import DEFAULT_RULES
 
@@ -220,7 +220,10 @@ def test_a_worker_killed_mid_crawl_fails_the_page_it_held_and_the_crawl_goes_on(
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         wait_for_pages(crawl, server, 5)
-        (worker,) = Path(f"/proc/{crawl.pid}/task/{crawl.pid}/children").read_text().split()
+        children = Path(f"/proc/{crawl.pid}/task/{crawl.pid}/children").read_text().split()
+        (worker,) = [
+            c for c in children if b"worker_main" in Path(f"/proc/{c}/cmdline").read_bytes()
+        ]
         # Stopped, the worker holds the pages sent to it: the host's requests follow one
         # another, so once two more have been answered, one page at least waits on it.
         os.kill(int(worker), signal.SIGSTOP)

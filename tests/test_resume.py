@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -178,19 +179,25 @@ def test_sigint_stops_gracefully_commits_and_resumes(server: SiteServer, tmp_pat
     assert final["discovered"] == len(server.site.ground_truth)
 
 
-def test_kill_9_leaves_no_parse_worker_behind(server: SiteServer, tmp_path: Path) -> None:
+def test_kill_9_leaves_no_parse_worker_or_store_process_behind(
+    server: SiteServer, tmp_path: Path
+) -> None:
     command = [*crawl_command(server, tmp_path, delay=0.02), "--parse-workers", "1"]
     proc = start_and_wait(command, server, 30)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-    assert len(children) == 1
-    worker = Path(f"/proc/{children[0]}")
-    assert b"worker_main" in (worker / "cmdline").read_bytes()
+    runs = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children}
+    # One parse worker, and the store's own process (two cores or more: trawl.store.process).
+    assert sorted(b"worker_main" in cmd for cmd in runs.values()) == [False, True]
+    own_store = len(os.sched_getaffinity(0)) >= 2
+    assert sum(b"trawl.store.process" in cmd for cmd in runs.values()) == own_store
     proc.kill()
     proc.communicate(timeout=10)  # returns only once no process holds the output pipes
     deadline = time.monotonic() + 10
-    while worker.exists() and b"worker_main" in (worker / "cmdline").read_bytes():
-        assert time.monotonic() < deadline, "the parse worker outlived its crawl"
-        time.sleep(0.05)
+    for pid, cmd in runs.items():
+        child = Path(f"/proc/{pid}")
+        while child.exists() and (child / "cmdline").read_bytes() == cmd:
+            assert time.monotonic() < deadline, f"{cmd!r} outlived its crawl"
+            time.sleep(0.05)
 
     final = run_to_end(command)
     assert final["discovered"] == len(server.site.ground_truth)

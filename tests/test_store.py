@@ -26,6 +26,7 @@ from trawl.errors import StoreError
 from trawl.extract.urls import url_hash
 from trawl.frontier.priority import priority
 from trawl.store.postgres.store import PostgresStore
+from trawl.store.process import StoreProcess
 from trawl.store.protocols import Store
 from trawl.store.schema import (
     POSTGRES_TYPES,
@@ -90,6 +91,14 @@ ENGINES: dict[str, EngineKind] = {
         "tmp_path",
         lambda path, pages, discovered: cast(
             Engine, SQLiteStore(path, page_budget=pages, discovery_budget=discovered)
+        ),
+        sqlite_query,
+    ),
+    # The same SQLite store run in a process of its own, as a crawl on two cores runs it.
+    "sqlite-process": EngineKind(
+        "tmp_path",
+        lambda path, pages, discovered: cast(
+            Engine, StoreProcess(path, page_budget=pages, discovery_budget=discovered)
         ),
         sqlite_query,
     ),

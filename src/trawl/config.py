@@ -313,6 +313,9 @@ class CrawlConfig:
     """At most this many requests in flight (with pages not yet committed); None: sized
     as the crawl runs (trawl.crawl.capacity)."""
     parse_workers: int | None = None
+    store_thread: bool = False
+    """Keep the SQLite store on a thread of the crawl process even with cores to spare
+    (trawl.store.process)."""
     user_agent: str = field(default_factory=lambda: default_user_agent(None))
     resolve: Mapping[str, str] = field(default_factory=dict)
     allow_networks: tuple[IPNetwork, ...] = ()

@@ -514,6 +514,14 @@ OPTIONS: tuple[Option, ...] = (
            "crawl process.",
            metavar=_N, kept=_LOCAL,
            shown_default="one per spare core, at most 2; one per core with --text or --events"),
+    Option("store_thread", Kind.FLAG, _PERF,
+           "Run the SQLite store on a thread of the crawl process, not in a process of its "
+           "own.",
+           kept=_LOCAL,
+           details="By default, on a machine of two cores or more, a crawl on the embedded "
+                   "store runs the store in a child process, so that the crawl's event loop "
+                   "has its interpreter to itself (docs/PERFORMANCE.md); one core keeps it on "
+                   "a thread."),
     Option("memory_queue", Kind.INT, _PERF,
            "URLs buffered in RAM (at least two a host the host limit allows); the rest wait "
            "in the store.",

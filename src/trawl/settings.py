@@ -120,6 +120,7 @@ def _build_config(seeds: tuple[str, ...], values: dict[str, Any]) -> CrawlConfig
         url_rules=rules,
         concurrency=values["concurrency"],
         parse_workers=values["parse_workers"],
+        store_thread=values["store_thread"],
         user_agent=values["user_agent"] or default_user_agent(values["contact"]),
         resolve=parse_resolve(list(resolve)),
         allow_networks=parse_networks(list(values["allow_network"] or ())),

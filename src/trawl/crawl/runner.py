@@ -112,6 +112,9 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise UsageError(f"another trawl is already crawling in {data_dir}") from exc
+        # The store's child process inherits the lock, and holds it while it lives
+        # (trawl.store.process); processes started with close_fds (all others) do not.
+        os.set_inheritable(handle.fileno(), True)
         try:
             yield
         except UsageError:
@@ -161,6 +164,7 @@ async def build_engine(
                 discovery_budget=config.limits.discovery_budget,
                 horizon=config.freshness.horizon,
                 host_budget=config.sites.page_budget_for if config.sites.budgets else None,
+                child=not config.store_thread and len(os.sched_getaffinity(0)) >= 2,
             )
         )
         if resuming:

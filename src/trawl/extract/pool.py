@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
+from trawl.child_exit import stop_reason
 from trawl.config import ScopeConfig, TextFormat
 from trawl.content.text import PageText, extract_text
 from trawl.crawl.gc_tuning import young_gc_threshold
@@ -309,8 +310,6 @@ WORKER_CODE = (
 STDERR_BYTES = 1 << 16
 """The end of a worker's standard error kept to tell why it stopped: a traceback through
 every import of the text extractor fits many times over."""
-REASON_LINES = 5
-"""At most this many lines of an exception's message make the one-line reason."""
 MAX_DEATHS = 5
 DEATH_WINDOW = 60.0
 """The ``MAX_DEATHS``-th death of a worker within ``DEATH_WINDOW`` seconds (of any of the
@@ -327,24 +326,6 @@ class WorkerStopped(TrawlError):
 class ExtractFailed(TrawlError):
     """A page's extraction was lost with the worker that held it (a new worker took the
     worker's other pages)."""
-
-
-def stop_reason(returncode: int | None, stderr: str) -> str:
-    """Why a worker stopped, in one line: the signal that killed it, else the exception its
-    standard error ends with (a traceback's last, unindented lines), else its exit status."""
-    if returncode is not None and returncode < 0:
-        try:
-            name = f" ({signal.Signals(-returncode).name})"
-        except ValueError:
-            name = ""
-        return f"killed by signal {-returncode}{name}"
-    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
-    message: list[str] = []
-    while lines and not lines[-1][0].isspace() and len(message) < REASON_LINES:
-        message.insert(0, lines.pop())
-    if message:
-        return " ".join(message)
-    return f"exited with status {returncode}"
 
 
 @dataclass(slots=True)

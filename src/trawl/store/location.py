@@ -11,10 +11,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trawl.errors import UsageError
 from trawl.frontier.priority import DEFAULT_HORIZON
+from trawl.store.process import StoreProcess
 from trawl.store.protocols import Store
 from trawl.store.sqlite.store import DB_NAME, SQLiteStore
 from trawl.store.values import HostBudget
@@ -57,21 +58,25 @@ class StoreLocation:
         discovery_budget: int | None = None,
         horizon: float = DEFAULT_HORIZON,
         host_budget: HostBudget | None = None,
+        child: bool = False,
     ) -> contextlib.AbstractAsyncContextManager[Store]:
         """The store, to be opened with ``async with``. ``checked`` (SQLite) reads the
         whole database through on opening, to refuse a damaged one there; PostgreSQL
         keeps its own pages sound. ``host_budget`` gives hosts a tighter page budget of
-        their own (their site's), which a recovery does not unpark past."""
+        their own (their site's), which a recovery does not unpark past. ``child`` runs
+        a SQLite store in a process of its own (trawl.store.process)."""
         if self.dsn is None:
-            return SQLiteStore(
-                self.data_dir,
-                readonly=readonly,
-                checked=checked,
-                page_budget=page_budget,
-                discovery_budget=discovery_budget,
-                horizon=horizon,
-                host_budget=host_budget,
-            )
+            options: dict[str, Any] = {
+                "readonly": readonly,
+                "checked": checked,
+                "page_budget": page_budget,
+                "discovery_budget": discovery_budget,
+                "horizon": horizon,
+                "host_budget": host_budget,
+            }
+            if child:
+                return StoreProcess(self.data_dir, **options)
+            return SQLiteStore(self.data_dir, **options)
         return self._postgres(
             readonly=readonly,
             page_budget=page_budget,

@@ -101,7 +101,9 @@ class SQLiteStore(AsyncResource):
     A ``readonly`` store changes nothing, and reads a crawl in a directory it may not
     write to (trawl.store.sqlite.files.open_readonly); ``checked`` also reads every
     table and index through (trawl.store.sqlite.files.read_through), so that damage a
-    crawl or an export would meet is met on opening.
+    crawl or an export would meet is met on opening. An ``inline`` store runs its
+    statements on the event loop's own thread, blocking it: for a process that serves
+    the store alone (trawl.store.process), where a thread would only add hand-overs.
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class SQLiteStore(AsyncResource):
         horizon: float = DEFAULT_HORIZON,
         inbox_limit: int = MERGE_ROWS,
         host_budget: HostBudget | None = None,
+        inline: bool = False,
     ) -> None:
         self._horizon = horizon
         self._host_budget = host_budget
@@ -127,7 +130,9 @@ class SQLiteStore(AsyncResource):
         self._checked = checked
         self._page_budget = page_budget
         self._discovery_budget = discovery_budget
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-sqlite")
+        self._executor = (
+            None if inline else ThreadPoolExecutor(max_workers=1, thread_name_prefix="trawl-sqlite")
+        )
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._host_ids: dict[str, int] = {}
@@ -143,12 +148,12 @@ class SQLiteStore(AsyncResource):
         if self._closed:
             return
         self._closed = True
-        loop = asyncio.get_running_loop()
         if self._checkpointer is not None:
-            await loop.run_in_executor(self._executor, self._checkpointer.close)
+            await self._run(self._checkpointer.close)
         if self._conn is not None:
-            await loop.run_in_executor(self._executor, self._conn.close)
-        self._executor.shutdown(wait=True)
+            await self._run(self._conn.close)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
     async def _run(self, func: Callable[[], T]) -> T:
         def guarded() -> T:
@@ -157,6 +162,8 @@ class SQLiteStore(AsyncResource):
             except (sqlite3.Error, OverflowError) as exc:
                 raise StoreError(f"store {self.path}: {exc}") from exc
 
+        if self._executor is None:
+            return guarded()
         return await asyncio.get_running_loop().run_in_executor(self._executor, guarded)
 
     @property
