@@ -344,10 +344,7 @@ class HttpClient:
                 # Counted from now on unless it failed, or was lost before this resumed.
                 if connection is None or connection.closed:
                     self._pool.sockets -= 1
-            connection.counted = not connection.closed
-            self.opened += 1
-            connection.opened_at = asked
-            return connection
+            return self._opened(connection, asked)
         if isinstance(failure, TimeoutError):
             raise ConnectFailed(f"connecting to {host}:{port} timed out")
         if isinstance(failure, ConnectionRefusedError) and refused == len(addresses):
@@ -416,6 +413,11 @@ class HttpClient:
         finally:
             if connection is None or connection.closed:
                 self._pool.sockets -= 1
+        return self._opened(connection, asked)
+
+    def _opened(self, connection: Connection, asked: float) -> Connection:
+        """``connection``, just opened (asked for at ``asked``), counted as open unless it
+        was lost meanwhile."""
         connection.counted = not connection.closed
         self.opened += 1
         connection.opened_at = asked
