@@ -21,7 +21,7 @@ import pytest
 from conftest import is_page
 from test_cli import Run, assert_one_error_line, trawl
 from test_crawl import page
-from trawl.child_exit import stop_reason
+from trawl.children import stop_reason
 from trawl.config import ScopeConfig
 from trawl.demo import Site, SiteServer, generate_site
 from trawl.extract.pool import (

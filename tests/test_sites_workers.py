@@ -8,9 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +15,7 @@ import pytest
 
 from pg import URL as PG_URL
 from pg import crawl_name
-from test_workers import LOCAL, POLICY, slowed
+from test_workers import Workers, slowed
 from trawl.demo import SiteServer
 from trawl.policy import POLICY_KEY
 from trawl.store.location import StoreLocation
@@ -26,37 +23,12 @@ from trawl.store.location import StoreLocation
 __all__ = ["crawl_name"]
 
 
-class Fleet:
-    """The crawl's processes, each with its own data dir, name and environment."""
-
-    def __init__(self, server: SiteServer, crawl: str, root: Path, config: Path) -> None:
-        self.server, self.crawl, self.root, self.config = server, crawl, root, config
-        self.procs: dict[str, subprocess.Popen[str]] = {}
-
-    def start(self, name: str, token: str | None, *, first: bool = False) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "FLEET_TOKEN"}
-        if token is not None:
-            env["FLEET_TOKEN"] = token
-        command = ["crawl", *self.server.site.seeds, *POLICY, "--config", str(self.config)]
-        command = command if first else ["worker"]
-        command += [
-            "--store", PG_URL, "--crawl", self.crawl, "--data-dir", str(self.root / name),
-            "--worker-id", name, "--max-hosts", "3", *LOCAL, *self.server.resolve_args(),
-        ]  # fmt: skip
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "trawl", *command],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        )  # fmt: skip
-
-    def end(self, name: str) -> tuple[int, str, str]:
-        out, err = self.procs[name].communicate(timeout=90)
-        return self.procs[name].returncode, out, err
-
-    def kill_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=10)
+def environment(token: str | None) -> dict[str, str]:
+    """This process's environment with ``FLEET_TOKEN`` set to ``token`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "FLEET_TOKEN"}
+    if token is not None:
+        env["FLEET_TOKEN"] = token
+    return env
 
 
 @pytest.fixture
@@ -74,23 +46,19 @@ def test_every_worker_sends_the_sites_headers_with_its_own_secret(
         f'[sites."*.{domain}"]\n'
         'headers = {"X-Site" = "fleet", "X-Token" = {env = "FLEET_TOKEN"}}\n'
     )
-    fleet = Fleet(server, crawl_name, tmp_path, config)
+    fleet = Workers(server, crawl_name, tmp_path)
+    fleet.policy += ["--config", str(config)]
     try:
-        fleet.start("w0", "token-of-w0", first=True)
-        deadline = time.monotonic() + 30
-        while not server.requests:
-            assert time.monotonic() < deadline, "the crawl made no progress"
-            assert fleet.procs["w0"].poll() is None, fleet.end("w0")
-            time.sleep(0.01)
-        fleet.start("bare", None)  # no FLEET_TOKEN in its environment
-        code, _, err = fleet.end("bare")
+        first = fleet.begin(3, environment("token-of-w0"))
+        bare = fleet.start(3, environment(None))  # no FLEET_TOKEN in its environment
+        code, _, err = fleet.end(bare)
         assert code == 2, err
         assert err.strip().splitlines() == [
             f"trawl: error: site '*.{domain}': header 'X-Token': environment variable "
             "FLEET_TOKEN is not set"
         ]
-        fleet.start("w1", "token-of-w1")
-        results = {name: fleet.end(name) for name in ("w0", "w1")}
+        second = fleet.start(3, environment("token-of-w1"))
+        results = {name: fleet.end(name) for name in (first, second)}
     finally:
         fleet.kill_all()
     for name, (code, out, err) in results.items():

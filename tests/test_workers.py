@@ -100,7 +100,8 @@ class Workers:
         self.policy = list(POLICY)
         """The crawl's policy, given to the first process (the others take it from the store)."""
 
-    def start(self, max_hosts: int) -> str:
+    def start(self, max_hosts: int, env: Mapping[str, str] | None = None) -> str:
+        """Start the next process (with ``env`` as its whole environment if given)."""
         name = f"w{len(self.procs)}"
         command = ["worker"] if self.procs else ["crawl", *self.server.site.seeds, *self.policy]
         command += [
@@ -113,15 +114,21 @@ class Workers:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         return name
 
-    def begin(self, max_hosts: int) -> str:
+    def begin(self, max_hosts: int, env: Mapping[str, str] | None = None) -> str:
         """Start the crawl (``trawl crawl``); return once its policy is stored, which its
         first request shows."""
-        name = self.start(max_hosts)
+        name = self.start(max_hosts, env)
         self.wait_for_requests(1)
         return name
+
+    def end(self, name: str) -> tuple[int, str, str]:
+        """Wait for a process, however it ends: its exit status, output and errors."""
+        out, err = self.procs[name].communicate(timeout=90)
+        return self.procs[name].returncode, out, err
 
     def wait_for_requests(self, count: int) -> None:
         deadline = time.monotonic() + 30

@@ -29,7 +29,6 @@ import logging
 import os
 import pickle
 import signal
-import struct
 import sys
 import time
 from collections import deque
@@ -37,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
-from trawl.child_exit import stop_reason
+from trawl.children import FRAME, STDERR_BYTES, frame, read_frame, stop_reason
 from trawl.config import ScopeConfig, TextFormat
 from trawl.content.text import PageText, extract_text
 from trawl.crawl.gc_tuning import young_gc_threshold
@@ -238,24 +237,16 @@ def parse_workers(wanted: int | None, cores: int | None = None, *, content: bool
     return max(0, min(MAX_AUTO_WORKERS, cores - 1))
 
 
-_FRAME = struct.Struct(">I")
-
-
-def _frame(payload: object) -> bytes:
-    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    return _FRAME.pack(len(data)) + data
-
-
 def _write_frame(stream: BinaryIO, payload: object) -> None:
-    stream.write(_frame(payload))
+    stream.write(frame(payload))
     stream.flush()
 
 
 def _read_raw(stream: BinaryIO) -> bytes | None:
-    head = stream.read(_FRAME.size)
-    if len(head) < _FRAME.size:
+    head = stream.read(FRAME.size)
+    if len(head) < FRAME.size:
         return None
-    (size,) = _FRAME.unpack(head)
+    (size,) = FRAME.unpack(head)
     return stream.read(size)
 
 
@@ -307,9 +298,6 @@ WORKER_CODE = (
     "from trawl.extract.pool import worker_main; worker_main()"
 )
 """What a worker process runs: it ignores the stop signals before loading any code."""
-STDERR_BYTES = 1 << 16
-"""The end of a worker's standard error kept to tell why it stopped: a traceback through
-every import of the text extractor fits many times over."""
 MAX_DEATHS = 5
 DEATH_WINDOW = 60.0
 """The ``MAX_DEATHS``-th death of a worker within ``DEATH_WINDOW`` seconds (of any of the
@@ -401,16 +389,12 @@ class _Worker:
     ) -> None:
         stdout = process.stdout
         assert stdout is not None
-        with contextlib.suppress(asyncio.IncompleteReadError):
-            while True:
-                head = await stdout.readexactly(_FRAME.size)
-                (size,) = _FRAME.unpack(head)
-                answer = pickle.loads(await stdout.readexactly(size))
-                job = self.waiting.popleft()
-                self.answered += 1
-                # A job whose extraction was cancelled (the crawl was) is done already.
-                if not job.answer.done():
-                    job.answer.set_result(answer)
+        while (answer := await read_frame(stdout)) is not None:
+            job = self.waiting.popleft()
+            self.answered += 1
+            # A job whose extraction was cancelled (the crawl was) is done already.
+            if not job.answer.done():
+                job.answer.set_result(answer)
         await errors
         returncode = await process.wait()
         self._on_stop(self, stop_reason(returncode, self._stderr.decode(errors="replace")))
@@ -472,7 +456,7 @@ class ExtractPool(AsyncResource):
         while the crawl opens its store and asks for robots.txt, and the first pages
         wait in their channels meanwhile (a worker that cannot start fails the first
         extraction sent to it)."""
-        settings = _frame(self._settings)
+        settings = frame(self._settings)
         for _ in range(self._count):
             worker = _Worker(settings, self._worker_stopped)
             self._workers.append(worker)
@@ -561,8 +545,8 @@ class ExtractPool(AsyncResource):
         # The body follows its job frame raw: pickling it would copy it twice more.
         job = (url, depth, content_type, tuple(robots_tags))
         frames = (
-            _frame(job if fetched is None else (*job, tuple(fetched))),
-            _FRAME.pack(len(body)),
+            frame(job if fetched is None else (*job, tuple(fetched))),
+            FRAME.pack(len(body)),
             body,
         )
         sent = _Job(url, frames, answer)

@@ -33,13 +33,12 @@ import itertools
 import os
 import pickle
 import signal
-import struct
 import sys
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from trawl.child_exit import stop_reason
+from trawl.children import STDERR_BYTES, frame, read_frame, stop_reason
 from trawl.errors import StoreError
 from trawl.resource import AsyncResource
 from trawl.store.values import (
@@ -59,9 +58,6 @@ from trawl.store.values import (
     UrlFilter,
 )
 
-_FRAME = struct.Struct(">I")
-STDERR_BYTES = 1 << 16
-"""The end of the child's standard error kept to say why it stopped."""
 CHILD_CODE = (
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
     "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -72,20 +68,6 @@ decides when to stop, and closes the child's input)."""
 _OPEN = "__open__"
 _ITER = "__iter__"
 _NEXT = "__next__"
-
-
-def _frame(payload: object) -> bytes:
-    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    return _FRAME.pack(len(data)) + data
-
-
-async def _read(reader: asyncio.StreamReader) -> Any:
-    """The next frame's object, or None at end of input."""
-    try:
-        (size,) = _FRAME.unpack(await reader.readexactly(_FRAME.size))
-        return pickle.loads(await reader.readexactly(size))
-    except asyncio.IncompleteReadError:
-        return None
 
 
 def _sendable(error: BaseException) -> BaseException:
@@ -103,7 +85,7 @@ class StoreProcess(AsyncResource):
     ``options``, run in a child process."""
 
     def __init__(self, data_dir: Path, **options: Any) -> None:
-        self._settings = _frame((data_dir, options))
+        self._settings = frame((data_dir, options))
         self._process: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._seq = itertools.count()
@@ -152,7 +134,7 @@ class StoreProcess(AsyncResource):
 
     async def _read_answers(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
-        while (answer := await _read(process.stdout)) is not None:
+        while (answer := await read_frame(process.stdout)) is not None:
             seq, ok, value = answer
             future = self._pending.pop(seq)
             if future.done():
@@ -184,7 +166,7 @@ class StoreProcess(AsyncResource):
         seq = next(self._seq)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[seq] = future
-        process.stdin.write(_frame((seq, name, args, kwargs)))
+        process.stdin.write(frame((seq, name, args, kwargs)))
         with contextlib.suppress(ConnectionError):
             await process.stdin.drain()
         return await future
@@ -369,9 +351,9 @@ class _Child:
 
     def answer(self, seq: int, ok: bool, value: object) -> None:
         try:
-            data = _frame((seq, ok, value))
+            data = frame((seq, ok, value))
         except Exception as exc:
-            data = _frame((seq, False, StoreError(f"{type(exc).__name__}: {exc}")))
+            data = frame((seq, False, StoreError(f"{type(exc).__name__}: {exc}")))
         self._writer.write(data)
 
     async def serve(
@@ -413,11 +395,11 @@ async def _serve(answers: Any) -> None:
     transport, protocol = await loop.connect_write_pipe(asyncio.Protocol, answers)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     child = _Child(writer)
-    settings = await _read(reader)
+    settings = await read_frame(reader)
     if settings is None:
         return
     data_dir, options = settings
-    opening = await _read(reader)
+    opening = await read_frame(reader)
     if opening is None:
         return
     seq = opening[0]
@@ -429,7 +411,7 @@ async def _serve(answers: Any) -> None:
     child.answer(seq, True, None)
     calls: set[asyncio.Task[None]] = set()
     try:
-        while (call := await _read(reader)) is not None:
+        while (call := await read_frame(reader)) is not None:
             task = asyncio.create_task(child.serve(*call))
             calls.add(task)
             task.add_done_callback(calls.discard)
