@@ -94,6 +94,11 @@ async def test_a_worker_killed_while_extracting_fails_that_page_alone(
 ) -> None:
     async with ExtractPool(SETTINGS, workers=1) as pool:
         await pool.extract("http://a.test/", 1, b'<a href="/zero">0</a>', None, ())
+        # Stopped first, the worker answers none of the pages sent to it before it dies,
+        # however fast it would have been.
+        (worker,) = pool._workers
+        assert worker.process is not None
+        worker.process.send_signal(signal.SIGSTOP)
         # Pages queued behind the one the worker holds when it dies: answers come in
         # order, so the first page owed is the one it held, whether it had read it or not.
         pages = [
