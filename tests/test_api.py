@@ -209,6 +209,8 @@ def seeded(options: str) -> str:
         (seeded('"contact": "\\u0000"'), "contact must not hold a NUL character"),
         ('{"seeds": ["http://127.0.0.1:9/\\u0000"]}', "a seed must not hold a NUL character"),
         (seeded('"exclude": ["/a/", "\\u0000"]'), "exclude must not hold a NUL character"),
+        (seeded(f'"exclude": ["/a/", "{"x" * 2001}"]'), "exclude holds a value longer than"),
+        (seeded(f'"contact": "{"x" * 2001}"'), "contact holds a value longer than 2000"),
         (seeded('"colour": "blue"'), "unknown key 'colour'"),
         (seeded('"max-pages": 3'), "the keys are written with _: 'max_pages'"),
         (seeded('"data_dir": "/tmp"'), "data_dir belongs to the machine"),

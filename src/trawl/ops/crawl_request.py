@@ -89,8 +89,8 @@ def _checked(option: Option) -> Any:
         texts = fitting if isinstance(fitting, tuple) else (fitting,)
         if any(isinstance(text, str) and "\x00" in text for text in texts):
             raise ValueError(f"{option.name} must not hold a NUL character")
-        if isinstance(fitting, str) and len(fitting) > MAX_TEXT:
-            raise ValueError(f"{option.name} is longer than {MAX_TEXT} characters")
+        if any(isinstance(text, str) and len(text) > MAX_TEXT for text in texts):
+            raise ValueError(f"{option.name} holds a value longer than {MAX_TEXT} characters")
         if isinstance(fitting, tuple) and len(fitting) > MAX_ITEMS:
             raise ValueError(f"{option.name} has more than {MAX_ITEMS} values")
         return fitting
