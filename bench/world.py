@@ -135,6 +135,8 @@ class WorldResult:
     violation_examples: list[str]
     max_inflight_per_host: int
     max_inflight_per_shared_address: dict[str, int]
+    shared_requests_per_second: float
+    """Requests to the shared addresses together, a second of the run."""
     statuses: dict[str, int]
     rss_growth_per_held_host: float | None
     """(peak RSS - least RSS) / most hosts held: an upper bound per held host."""
@@ -222,7 +224,8 @@ class WorldResult:
                     f"({self.dns_queries_per_host:.2f} a name), answers {self.dns_answers}"),
             ("politeness", f"{self.violations} violations, max {self.max_inflight_per_host} "
                            "in flight per host"),
-            ("shared addresses", "max in flight " + ", ".join(
+            ("shared addresses", f"{self.shared_requests_per_second:.1f} requests/s in all, "
+                                 "max in flight " + ", ".join(
                 f"{k}: {v}" for k, v in sorted(self.max_inflight_per_shared_address.items()))),
             ("store vs truth", f"{a.missing} missing, {a.unexpected} unexpected, "
                                f"{a.discovered_diff} discovered differently"),
@@ -470,7 +473,8 @@ def _result(
     violations = politeness(requests, world, delay)
     per_host = max_inflight_by(requests, lambda r: r.host)
     shared = set(SHARED_ADDRESSES)
-    per_address = max_inflight_by((r for r in requests if r.local in shared), lambda r: r.local)
+    to_shared = [r for r in requests if r.local in shared]
+    per_address = max_inflight_by(to_shared, lambda r: r.local)
     lags = crawl.monitor.lag_samples
     queries = dns.get("queries", {})
     statuses = dict(Counter(str(r.status) for r in requests))
@@ -499,7 +503,8 @@ def _result(
         dns_answers=dns.get("answers", {}), violations=len(violations),
         violation_examples=[v.line() for v in violations[:10]],
         max_inflight_per_host=max(per_host.values(), default=0),
-        max_inflight_per_shared_address=per_address, statuses=statuses,
+        max_inflight_per_shared_address=per_address,
+        shared_requests_per_second=round(len(to_shared) / wall, 1), statuses=statuses,
         rss_growth_per_held_host=_rounded(rss_per_held_host(samples)),
         bytes_per_held_host=None if fit is None else round(fit[0], 1),
         bytes_per_connected_host=None if fit is None else round(fit[1], 1),
