@@ -30,7 +30,7 @@ __all__ = ["Monitor", "Sample", "memory_fit", "rss_per_held_host", "tree_pids"]
 
 HELD_GAUGE = "trawl_hosts_held"
 MAX_CORRELATION = 0.95
-_GAUGE_WORDS = ("host", "worker", "inflight", "in_flight", "held", "connection", "fd")
+_GAUGE_WORDS = ("host", "worker", "inflight", "in_flight", "held", "connection", "fd", "limit")
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,10 +59,10 @@ class CountingStore(SQLiteStore):
 
     async def lease_hosts(
         self, worker: str, limit: int, ttl: float, holding: Collection[int] = (), *,
-        crowded: Collection[str] = (), now: float | None = None,
+        now: float | None = None,
     ) -> Sequence[Lease]:  # fmt: skip
         self.leases += 1
-        return await super().lease_hosts(worker, limit, ttl, holding, crowded=crowded, now=now)
+        return await super().lease_hosts(worker, limit, ttl, holding, now=now)
 
 
 def on_clock(store: SQLiteStore, now: list[float]) -> tuple[HostScheduler, Frontier]:

@@ -14,12 +14,6 @@ an address in front of hundreds of sites (a CDN) ``per_ip_max``. Each host keeps
 limit and delay besides. A host whose address is busy waits on that address and is put
 back in the heap when a request to it finishes.
 
-An address is *crowded* when this worker holds ``CROWD`` times its limit of hosts on it:
-more would only wait for the address's turns while holding host slots that hosts with
-addresses of their own could use. The frontier leases no host of a crowded address, and
-gives back a host that turns out to be on one (trawl.frontier.queue), so a CDN in front
-of thousands of sites is asked at its limit by a bounded cohort of them.
-
 Delay rule, applied when a response completes::
 
     next_ready = now + max(configured delay,
@@ -57,11 +51,6 @@ from trawl.store.values import QueuedURL
 
 Clock = Callable[[], float]
 
-CROWD = 4
-"""Hosts held on an address, in units of its limit, past which it is crowded: enough
-that each host resting up to four of the address's delays between its own turns still
-keeps the address at its limit."""
-
 
 def address_limit(hosts: int, politeness: Politeness) -> int:
     """Requests in flight allowed to an address that serves ``hosts`` distinct hosts."""
@@ -79,15 +68,8 @@ class IpSlot:
     waiting: set[int] = field(default_factory=set)
     hosts: set[int] = field(default_factory=set)
     """The hosts seen on the address in this run."""
-    held: set[int] = field(default_factory=set)
-    """The hosts on the address this worker holds a lease on."""
     limit: int = 1
     """Requests in flight at most, and request starts per delay."""
-
-    @property
-    def crowded(self) -> bool:
-        """Whether more hosts of the address would only wait for its turns."""
-        return len(self.held) >= CROWD * self.limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +171,7 @@ class HostSlot:
 
     def stop_resolving(self) -> None:
         """The host's address was looked up, and the host is not kept (another worker
-        serves that address, or it is crowded)."""
+        serves that address)."""
         self.resolving = False
 
     def start_robots(self) -> None:
@@ -277,8 +259,6 @@ class HostScheduler:
         self.inflight = 0
         self.on_emptied: Callable[[HostSlot], None] | None = None
         """Hears of each host whose buffer became empty (the frontier's refills)."""
-        self.crowded: set[str] = set()
-        """The addresses that are crowded (:attr:`IpSlot.crowded`) now."""
 
     def slot(self, host_id: int, name: str) -> HostSlot:
         """The slot of a host, created on first use."""
@@ -327,51 +307,16 @@ class HostScheduler:
             self.on_emptied(slot)
         return urls
 
-    def lease(self, slot: HostSlot, generation: int, deadline: float) -> None:
-        """This worker holds the host (:meth:`HostSlot.lease`), counted on its address."""
-        slot.lease(generation, deadline)
-        if slot.ip is not None:
-            self._hold_on(slot.ip, slot.id)
-
-    def end_lease(self, slot: HostSlot) -> None:
-        """The host is no longer held (:meth:`HostSlot.end_lease`)."""
-        slot.end_lease()
-        if slot.ip is not None:
-            self._let_go(slot.ip, slot.id)
-
-    def crowds(self, address: str) -> bool:
-        """Whether a host resolved to ``address`` would join a crowded address."""
-        return address in self.crowded
-
     def assign_address(self, slot: HostSlot, address: str | None) -> None:
         """Record the address a host resolved to (None: no address to share limits on)."""
         slot.resolved = True
         slot.resolving = False
-        if slot.ip is not None:
-            self._let_go(slot.ip, slot.id)
         slot.ip = None
         if address is not None:
             ip = slot.ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
             ip.hosts.add(slot.id)
             ip.limit = address_limit(len(ip.hosts), self._politeness)
-            if slot.generation is not None:
-                ip.held.add(slot.id)
-            self._judge(ip)
         self._schedule(slot)
-
-    def _hold_on(self, ip: IpSlot, host_id: int) -> None:
-        ip.held.add(host_id)
-        self._judge(ip)
-
-    def _let_go(self, ip: IpSlot, host_id: int) -> None:
-        ip.held.discard(host_id)
-        self._judge(ip)
-
-    def _judge(self, ip: IpSlot) -> None:
-        if ip.crowded:
-            self.crowded.add(ip.address)
-        else:
-            self.crowded.discard(ip.address)
 
     def _wants_turn(self, slot: HostSlot) -> bool:
         if slot.inflight >= slot.per_host or slot.robots_pending or slot.resolving:
