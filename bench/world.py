@@ -137,6 +137,8 @@ class WorldResult:
     max_inflight_per_shared_address: dict[str, int]
     shared_requests_per_second: float
     """Requests to the shared addresses together, a second of the run."""
+    connections_used: int
+    """Connections that carried at least one logged request."""
     statuses: dict[str, int]
     rss_growth_per_held_host: float | None
     """(peak RSS - least RSS) / most hosts held: an upper bound per held host."""
@@ -218,6 +220,9 @@ class WorldResult:
                        f"{self.server_lateness_ms_p99:.1f} ms, loop lag p99 "
                        f"{self.server_loop_lag_ms_p99:.1f} ms max "
                        f"{self.server_loop_lag_ms_max:.1f} ms"),
+            ("connections", f"{self.connections_used} used, "
+                            f"{self.requests / max(1, self.connections_used):.2f} requests a "
+                            "connection"),
             ("peaks", f"{self.peak_server_inflight} in flight, {self.peak_server_connections} "
                       f"connections, {self.peak_hosts_in_service} hosts in service"),
             ("DNS", f"{self.dns_queries} queries for {self.dns_names} names "
@@ -505,6 +510,7 @@ def _result(
         max_inflight_per_host=max(per_host.values(), default=0),
         max_inflight_per_shared_address=per_address,
         shared_requests_per_second=round(len(to_shared) / wall, 1), statuses=statuses,
+        connections_used=len({r.connection for r in requests}),
         rss_growth_per_held_host=_rounded(rss_per_held_host(samples)),
         bytes_per_held_host=None if fit is None else round(fit[0], 1),
         bytes_per_connected_host=None if fit is None else round(fit[1], 1),

@@ -30,7 +30,17 @@ __all__ = ["Monitor", "Sample", "memory_fit", "rss_per_held_host", "tree_pids"]
 
 HELD_GAUGE = "trawl_hosts_held"
 MAX_CORRELATION = 0.95
-_GAUGE_WORDS = ("host", "worker", "inflight", "in_flight", "held", "connection", "fd", "limit")
+_GAUGE_WORDS = (
+    "host",
+    "worker",
+    "inflight",
+    "in_flight",
+    "held",
+    "connection",
+    "fd",
+    "limit",
+    "wait",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,16 @@ import dataclasses
 import pytest
 
 from trawl.config import START_HOSTS, START_REQUESTS
-from trawl.crawl.capacity import AUTO_HOSTS, AUTO_REQUESTS, Capacity, Load, LoadMeter
+from trawl.crawl.capacity import (
+    AUTO_HOSTS,
+    AUTO_REQUESTS,
+    HOSTS_FLOOR,
+    SHRINK,
+    WAIT_HIGH,
+    Capacity,
+    Load,
+    LoadMeter,
+)
 
 IDLE = Load(
     cpu=0.3, lag=0.001, requests_capped=False, network_share=0.9, inflight=10.0,
@@ -89,10 +98,39 @@ def test_the_meter_reports_cpu_lag_and_requests_over_its_window_then_starts_afre
     meter.probe(0.004, 20)
     meter.probe(-0.001, 40)  # a timer is never early; read as on time
     meter.requests_capped = True
-    load = meter.load(now=11.0, cpu=5.5, network_share=0.75, hosts_capped=True)
+    load = meter.load(
+        now=11.0, cpu=5.5, network_share=0.75, hosts_capped=True, turn_wait=0.5, held=9
+    )
     assert load == Load(
         cpu=0.5, lag=0.002, requests_capped=True, network_share=0.75, inflight=30.0,
-        hosts_capped=True,
+        hosts_capped=True, turn_wait=0.5, held=9,
     )  # fmt: skip
-    after = meter.load(now=12.0, cpu=5.5, network_share=1.0, hosts_capped=False)
+    after = meter.load(
+        now=12.0, cpu=5.5, network_share=1.0, hosts_capped=False, turn_wait=0.0, held=9
+    )
     assert (after.cpu, after.lag, after.requests_capped, after.inflight) == (0.0, 0.0, False, 0.0)
+
+
+def test_hosts_waiting_long_for_a_request_slot_shrink_the_host_limit_from_the_hosts_held() -> None:
+    capacity = Capacity(None, None, open_files=100_000)
+    for _ in range(12):
+        capacity.adjust(WANTS_HOSTS)
+    grown = capacity.hosts
+    assert grown > 8 * START_HOSTS
+    waiting = dataclasses.replace(BUSY, turn_wait=WAIT_HIGH * 4, held=grown // 2)
+    capacity.adjust(waiting)
+    # From the hosts held, not from a limit they never reached.
+    assert capacity.hosts == int(grown // 2 * SHRINK)
+    assert capacity.turn_wait == WAIT_HIGH * 4
+    for _ in range(100):
+        capacity.adjust(waiting)
+    assert capacity.hosts == HOSTS_FLOOR
+
+
+def test_hosts_do_not_grow_while_held_hosts_wait_for_request_slots() -> None:
+    capacity = Capacity(None, None, open_files=100_000)
+    capacity.adjust(dataclasses.replace(WANTS_HOSTS, turn_wait=WAIT_HIGH * 2, held=START_HOSTS))
+    shrunk = capacity.hosts
+    assert shrunk < START_HOSTS
+    capacity.adjust(dataclasses.replace(WANTS_HOSTS, turn_wait=WAIT_HIGH / 2, held=shrunk))
+    assert capacity.hosts > shrunk

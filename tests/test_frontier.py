@@ -59,10 +59,10 @@ class CountingStore(SQLiteStore):
 
     async def lease_hosts(
         self, worker: str, limit: int, ttl: float, holding: Collection[int] = (), *,
-        now: float | None = None,
+        crowded: Collection[str] = (), now: float | None = None,
     ) -> Sequence[Lease]:  # fmt: skip
         self.leases += 1
-        return await super().lease_hosts(worker, limit, ttl, holding, now=now)
+        return await super().lease_hosts(worker, limit, ttl, holding, crowded=crowded, now=now)
 
 
 def on_clock(store: SQLiteStore, now: list[float]) -> tuple[HostScheduler, Frontier]:
@@ -203,3 +203,33 @@ async def test_hosts_that_hold_the_buffer_do_not_stop_the_others_turning_over(
         frontier.released([by_name["c.test"].id])
         assert await frontier.refill() > 0  # and another host is leased and claimed
         assert frontier.holding == 3
+
+
+async def test_held_hosts_past_a_shrunk_limit_are_given_back_as_they_run_out(
+    tmp_path: Path,
+) -> None:
+    """When the host limit shrinks below the hosts held (trawl.crawl.capacity), a refill
+    gives back held hosts with nothing buffered and nothing out, down to the limit,
+    instead of claiming more for them; a host with URLs buffered or a request out stays."""
+    now = [100.0]
+    async with SQLiteStore(tmp_path) as store:
+        for n in range(6):
+            await store.commit(discovered(f"h{n}.test", 4))
+        await store.commit(discovered("h0.test", 4, path="more/"))
+        scheduler, frontier = on_clock(store, now)
+        frontier.max_hosts = 6
+        await frontier.refill()
+        slots = sorted(scheduler.slots(), key=lambda slot: slot.name)
+        assert frontier.holding == 6
+        empty(scheduler, slots[0], slots[1], slots[2])
+        scheduler.started(slots[2])  # its last URL is being fetched
+        frontier.max_hosts = 4
+        await frontier.refill()
+        assert {slot.name for slot in frontier.held} == {"h2.test", "h3.test", "h4.test", "h5.test"}
+        assert not slots[0].queue  # h0 had URLs left: they stay in the store
+        frontier.released([slots[0].id, slots[1].id])
+        empty(scheduler, slots[3])
+        frontier.max_hosts = 5
+        await frontier.refill()
+        assert frontier.holding == 5  # room again: h0 is leased back for its URLs
+        assert "h0.test" in {slot.name for slot in frontier.held}

@@ -256,7 +256,7 @@ _METRIC_NAME = re.compile(r"\b(?:trawl|process)_[a-z_]+")
 def served_names() -> set[str]:
     """The sample names trawl serves (histograms as _bucket, _sum and _count)."""
     metrics = CrawlMetrics()
-    metrics.watch(lambda: Levels(0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    metrics.watch(lambda: Levels(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0))
     metrics.fetched("a.test", 0.1, 10)
     metrics.committed({"error:timeout": 1})
     text = generate_latest(metrics.registry).decode()

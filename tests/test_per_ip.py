@@ -111,6 +111,89 @@ def test_a_busy_address_wakes_its_waiting_hosts() -> None:
     assert scheduler.pop_ready() is b
 
 
+def test_an_address_is_crowded_at_four_times_its_limit_of_held_hosts() -> None:
+    scheduler = HostScheduler(Politeness(per_ip=1, per_ip_max=16), lambda: 0.0)
+    slots = [scheduler.slot(n, f"h{n}.test") for n in range(16)]
+    for slot in slots[:15]:
+        scheduler.lease(slot, 1, 60.0)
+        scheduler.assign_address(slot, "192.0.2.1")
+    # 15 hosts seen allow 4 requests at once (ceil(sqrt(15))): 15 held are not 16.
+    assert not scheduler.crowds("192.0.2.1")
+    scheduler.assign_address(slots[15], "192.0.2.1")
+    assert not scheduler.crowds("192.0.2.1")  # seen, not held
+    scheduler.lease(slots[15], 1, 60.0)
+    assert scheduler.crowded == {"192.0.2.1"}
+    scheduler.end_lease(slots[0])
+    assert scheduler.crowded == set()
+    # A host that moves to another address is no longer held on the old one.
+    scheduler.lease(slots[0], 2, 60.0)
+    assert scheduler.crowds("192.0.2.1")
+    scheduler.assign_address(slots[0], "192.0.2.2")
+    assert scheduler.crowded == set()
+
+
+def test_a_host_given_back_from_a_crowded_address_still_counts_among_its_sites() -> None:
+    """The address's limit grows with the sites seen behind it, not with the cohort held:
+    otherwise a CDN's limit would stay at what its first few held hosts allow."""
+    scheduler = HostScheduler(Politeness(per_ip=1, per_ip_max=16), lambda: 0.0)
+    slots = [scheduler.slot(n, f"h{n}.test") for n in range(26)]
+    for slot in slots[:16]:
+        scheduler.lease(slot, 1, 60.0)
+        scheduler.assign_address(slot, "192.0.2.1")
+    assert scheduler.crowds("192.0.2.1")  # 16 held at a limit of 4 (ceil(sqrt(16)))
+    for slot in slots[16:]:
+        scheduler.seen_at(slot, "192.0.2.1")
+        assert (slot.ip, slot.resolved) == (None, False)
+    # 26 sites seen allow 6 requests at once: the 16 held no longer crowd it.
+    assert slots[0].ip is not None
+    assert slots[0].ip.limit == 6
+    assert not scheduler.crowds("192.0.2.1")
+
+
+def cohort_site(port: int) -> Site:
+    """24 hosts of five pages on one address, each answer taking 0.01 s."""
+    routes: dict[str, Response | Route] = {}
+    seeds = []
+    for n in range(24):
+        base = f"http://c{n}.shared.test"
+        seeds.append(f"{base}/")
+        routes[f"{base}/"] = page("/p0.html", delay=0.01)
+        for k in range(4):
+            routes[f"{base}/p{k}.html"] = page(*([f"/p{k + 1}.html"] if k < 3 else []), delay=0.01)
+    return Site.build(port, routes, seeds)
+
+
+def most_hosts_at_once(server: SiteServer) -> int:
+    """The most hosts whose requests had begun and not all ended at one time."""
+    spans: dict[str, list[float]] = {}
+    for record in server.requests:
+        span = spans.setdefault(record.host, [record.start, record.end])
+        span[0], span[1] = min(span[0], record.start), max(span[1], record.end)
+    points = sorted(p for start, end in spans.values() for p in ((start, 1), (end, -1)))
+    current = peak = 0
+    for _, delta in points:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+async def test_a_crowded_address_is_served_by_a_bounded_cohort_of_its_hosts(
+    crawl: CrawlRunner,
+) -> None:
+    """An address that may be asked two things at once is served by at most eight hosts
+    held at once (``CROWD`` times its limit), each crawled whole, not by all 24 taking
+    turns (as they do without the bound: the hosts rest twice as long as the address)."""
+    politeness = Politeness(delay=0.05, response_factor=0.0, per_ip=1, per_ip_max=2)
+    with SiteServer(cohort_site, shared_address=True) as server:
+        result = await crawl(server, politeness=politeness)
+        requests = page_requests(server)
+        at_once = most_hosts_at_once(server)
+    assert result.summary.fetched == 24 * 5
+    assert set(requests.values()) == {1}
+    assert at_once <= 8, at_once
+    assert peak_overlap(server) <= 2
+
+
 def test_a_host_slot_is_small_and_gives_its_urls_in_order() -> None:
     """A run keeps a slot for every host it met, so an idle one must cost little."""
     scheduler = HostScheduler(Politeness(), lambda: 0.0)

@@ -239,6 +239,28 @@ async def test_hosts_at_an_address_another_worker_holds_are_left_alone(
     assert taken.name == "b.test"
 
 
+async def test_hosts_last_seen_at_a_crowded_address_are_left_in_the_queue(
+    store: Engine, clock: Clock
+) -> None:
+    await insert(store, *(url(f"{name}.test", 1) for name in "abcd"))
+    leases = {lease.name: lease for lease in await store.lease_hosts(A, 10, 60, now=clock.now)}
+    for name, address in [("a", "192.0.2.1"), ("b", "192.0.2.1"), ("c", "192.0.2.2")]:
+        lease = leases[f"{name}.test"]
+        claimed = await store.claim_address(
+            A, lease.host_id, lease.generation, address, now=clock.now
+        )
+        assert claimed
+    back = [Release(lease.host_id, lease.generation, 0.0) for lease in leases.values()]
+    await store.commit(CommitBatch(releases=back))
+    # The worker holds as many hosts of 192.0.2.1 as it can serve: a.test and b.test wait;
+    # a host whose address is not known yet (d.test) may be on any.
+    crowded = await store.lease_hosts(A, 10, 60, crowded={"192.0.2.1"}, now=clock.now)
+    assert {lease.name for lease in crowded} == {"c.test", "d.test"}
+    held = {lease.host_id for lease in crowded}
+    later = await store.lease_hosts(A, 10, 60, holding=held, now=clock.now)
+    assert {lease.name for lease in later} == {"a.test", "b.test"}
+
+
 async def test_an_address_is_free_once_its_holders_lease_expires(
     store: Engine, clock: Clock
 ) -> None:
@@ -285,9 +307,10 @@ def lease_statement(open_store: OpenStore, holding: list[int]) -> str:
             "limit": 1,
             "ttl": 60,
             "holding": f"'{{{str(holding)[1:-1]}}}'",
+            "crowded": "'{\"127.0.0.9\"}'",
             "now": "1e12",
         }
-    values = ["1e12", "'w'", f"'{holding}'", "'w'", "1e12", "1"]
+    values = ["1e12", "'w'", f"'{holding}'", """'["127.0.0.9"]'""", "'w'", "1e12", "1"]
     parts = LEASABLE.split("?")
     return "".join(part + value for part, value in zip(parts, values, strict=False)) + parts[-1]
 

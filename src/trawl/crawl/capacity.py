@@ -18,6 +18,15 @@ and 1,024) and moves the limits once a second by what it sees:
   the held hosts had work (not idle for want of claims from a slow store), request slots
   went unused and the store holds more URLs than the buffers.
 - In between, the limits stay.
+- **Hosts waiting**: whatever the loop's load, when the hosts whose turn had come waited
+  more than ``WAIT_HIGH`` on average for a request slot, the host limit shrinks by
+  ``SHRINK`` from the hosts held (never below ``HOSTS_FLOOR``), and the frontier gives
+  back hosts as their buffers empty until it holds no more than the limit. Hosts held
+  beyond what the request slots serve take turns ever further apart, and a server closes
+  a connection idle for a few seconds (Apache's default keep-alive is 5 s), so each turn
+  would open a new connection, and a TLS host a new handshake: the CPU a page rises, the
+  loop stays busy, the request limit stays down, and the crawl collapses to a fraction of
+  its rate (``bench.world``, 100,000 hosts: 460-570 pages/s at 2.3-3.7 ms a page).
 
 Explicit ``--concurrency`` and ``--max-hosts`` are ceilings: the limits start at the
 smaller of the default start and the ceiling and never pass it. Without them the
@@ -45,6 +54,12 @@ LAG_LOW, LAG_HIGH = 0.010, 0.050
 NETWORK_SHARE = 0.5
 """Requests in flight must be at least this share of the work in hand for the request
 limit to grow: otherwise the pages wait for the extract workers or the store."""
+HOSTS_FLOOR = 64
+"""Hosts held at least, however long their turns wait: as many as the requests in flight
+start at."""
+WAIT_HIGH = 1.0
+"""Seconds a host whose turn has come may wait for a request slot on average before the
+host limit shrinks: well within the seconds a server keeps an idle connection open."""
 IDLE_SLOTS = 0.75
 """Hosts may grow only while the requests in flight averaged below this share of their
 limit: the request limit, not the hosts, was not what held the crawl back."""
@@ -67,6 +82,10 @@ class Load:
     hosts_capped: bool
     """Every host slot was taken, at least half the held hosts had work (URLs buffered or
     a request out), and the store had URLs beyond the buffers."""
+    turn_wait: float = 0.0
+    """Mean seconds a host whose turn had come waited for a request slot."""
+    held: int = 0
+    """Hosts held."""
 
 
 class Capacity:
@@ -77,9 +96,17 @@ class Capacity:
         self.hosts_ceiling = hosts or AUTO_HOSTS
         self.requests = self._requests_floor = min(START_REQUESTS, self.requests_ceiling)
         self.hosts = min(START_HOSTS, self.hosts_ceiling)
+        self._hosts_floor = min(HOSTS_FLOOR, self.hosts)
+        self.turn_wait = 0.0
+        """The last second's mean wait of a host's turn for a request slot."""
 
     def adjust(self, load: Load) -> None:
         """Move the limits by what the last second's ``load`` says."""
+        self.turn_wait = load.turn_wait
+        waiting = load.turn_wait > WAIT_HIGH
+        if waiting:
+            held = min(self.hosts, load.held)
+            self.hosts = max(self._hosts_floor, int(held * SHRINK))
         if load.cpu > CPU_HIGH or load.lag > LAG_HIGH:
             self.requests = max(self._requests_floor, int(self.requests * SHRINK))
             return
@@ -87,7 +114,7 @@ class Capacity:
             return
         if load.requests_capped and load.network_share >= NETWORK_SHARE:
             self.requests = min(self.requests_ceiling, math.ceil(self.requests * GROW))
-        elif load.hosts_capped and load.inflight < IDLE_SLOTS * self.requests:
+        elif not waiting and load.hosts_capped and load.inflight < IDLE_SLOTS * self.requests:
             self.hosts = min(self.hosts_ceiling, math.ceil(self.hosts * GROW))
 
 
@@ -118,7 +145,15 @@ class LoadMeter:
         self._inflight += inflight
         self._probes += 1
 
-    def load(self, now: float, cpu: float, network_share: float, hosts_capped: bool) -> Load:
+    def load(
+        self,
+        now: float,
+        cpu: float,
+        network_share: float,
+        hosts_capped: bool,
+        turn_wait: float,
+        held: int,
+    ) -> Load:
         """The load since the last call (or the start), and a fresh start."""
         wall = max(now - self._since, 1e-9)
         probes = max(self._probes, 1)
@@ -129,6 +164,8 @@ class LoadMeter:
             network_share=network_share,
             inflight=self._inflight / probes,
             hosts_capped=hosts_capped,
+            turn_wait=turn_wait,
+            held=held,
         )
         self._restart(now, cpu)
         return load

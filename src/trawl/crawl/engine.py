@@ -383,6 +383,8 @@ class Crawler:
         limits every ``TICK`` (trawl.crawl.capacity)."""
         loop = asyncio.get_running_loop()
         next_tick = loop.time() + TICK
+        scheduler = self._scheduler
+        waited, turns = scheduler.waited, scheduler.turns
         while not self._ending:
             due = loop.time() + PROBE
             await asyncio.sleep(PROBE)
@@ -394,13 +396,18 @@ class Crawler:
             active = max(self._active(), 1)
             frontier = self._frontier
             queued_beyond = frontier.store_queued > self._scheduler.buffered + active
+            new_turns = scheduler.turns - turns
+            turn_wait = (scheduler.waited - waited) / new_turns if new_turns else 0.0
+            waited, turns = scheduler.waited, scheduler.turns
             # Grow the hosts only while most held hosts have work: held hosts idle for
             # want of claims (a slow store) are not what holds the crawl back.
             load = self._meter.load(
                 self._clock(),
                 time.thread_time(),
-                network_share=self._scheduler.inflight / active,
+                network_share=scheduler.inflight / active,
                 hosts_capped=frontier.full and queued_beyond and frontier.mostly_working(),
+                turn_wait=turn_wait,
+                held=frontier.holding,
             )
             self._capacity.adjust(load)
             frontier.max_hosts = self._capacity.hosts

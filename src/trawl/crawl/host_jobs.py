@@ -2,7 +2,8 @@
 its robots.txt, and probing it for soft 404s.
 
 Resolving first puts the host under the per-address limit from its first request, and
-claims the address for this worker (another worker's address gives the host back).
+claims the address for this worker (another worker's address gives the host back, as
+does an address this worker already holds as many hosts of as it can serve).
 What a robots.txt answer means is decided in trawl.crawl.outcomes and kept in the host's
 slot (trawl.politeness.scheduler); its ``Sitemap:`` lines are queued with ``--sitemaps``.
 """
@@ -85,10 +86,24 @@ class HostJobs:
             await self._frontier.release(slot)
             self._wake.set()
             return
+        if address is not None and self._joins_crowd(slot, address):
+            # As many hosts of this address are held as it can serve: the host waits in
+            # the store (the address now recorded keeps it from being leased meanwhile),
+            # counted among the address's sites all the same.
+            self._scheduler.seen_at(slot, address)
+            slot.stop_resolving()
+            await self._frontier.release(slot)
+            self._wake.set()
+            return
         self._scheduler.assign_address(slot, address)
         if batch.outcomes:
             await self._committer.submit(batch)
         self._wake.set()
+
+    def _joins_crowd(self, slot: HostSlot, address: str) -> bool:
+        """Whether the host would be one more held on a crowded address."""
+        moves = slot.ip is None or slot.ip.address != address
+        return moves and self._scheduler.crowds(address)
 
     async def robots(self, slot: HostSlot, some_url: str, reached_at: int, fence: Fence) -> None:
         """Read the host's robots.txt (from the store's cache or the network), for

@@ -6,10 +6,13 @@ only ever claims URLs of hosts it holds, so whatever the number of workers shari
 store, one host is served by one worker at a time; one crawl process is simply a single
 worker. A lease lasts
 ``ttl`` seconds and is renewed by :meth:`Frontier.renew` while the host is held; a host
-with nothing to do is given back when the worker holds its maximum of hosts, and every
+with nothing to do is given back when the worker holds its maximum of hosts (or more, the
+limit having shrunk: instead of being given more URLs), and every
 held host when the worker stops (:class:`Release`, written through the committer after
 the host's last results); the next owner inherits its politeness time. A host is not
-leased again while its release is on its way. Each host leased is announced to
+leased again while its release is on its way. No host of a crowded address
+(trawl.politeness.scheduler ``CROWD``) is leased, and a host leased onto one is given
+back at once. Each host leased is announced to
 ``on_lease`` with the seconds until it may first be asked: the engine has its name looked
 up ahead of that (trawl.fetch.resolver).
 
@@ -146,33 +149,60 @@ class Frontier:
         """
         self.refilling = True
         try:
+            await self._shed()
             await self._lease_more()
             return await self._claim()
         finally:
             self.refilling = False
+
+    async def _shed(self) -> None:
+        """Give back held hosts with nothing buffered and nothing out while more are held
+        than the host limit allows (it shrank: trawl.crawl.capacity)."""
+        excess = len(self._held) - self.max_hosts
+        if excess <= 0:
+            return
+        for host_id in list(self._empty):
+            slot = self._held.get(host_id)
+            if slot is not None and slot.idle():
+                await self.release(slot)
+                excess -= 1
+                if not excess:
+                    return
 
     async def _lease_more(self) -> None:
         room = self.max_hosts - len(self._held)
         started = self._clock()
         if room <= 0 or started < self._lease_again:
             return
+        scheduler = self._scheduler
         leases = await self._store.lease_hosts(
-            self._policy.worker, room, self._policy.ttl, holding=self._held.keys() | self._releasing
+            self._policy.worker,
+            room,
+            self._policy.ttl,
+            holding=self._held.keys() | self._releasing,
+            crowded=scheduler.crowded,
         )
         # Fewer than asked: no other host is leasable now. Its query grows with the hosts
         # held, so it is asked again for new hosts (new_work) or after RECHECK.
         self._lease_again = started + RECHECK if len(leases) < room else 0.0
         wall = time.time()
+        crowding: list[HostSlot] = []
         for lease in leases:
-            slot = self._scheduler.slot(lease.host_id, lease.name)
-            slot.lease(lease.generation, started + self._policy.ttl)
+            slot = scheduler.slot(lease.host_id, lease.name)
+            crowds = slot.ip is not None and scheduler.crowds(slot.ip.address)
+            scheduler.lease(slot, lease.generation, started + self._policy.ttl)
             self._held[lease.host_id] = slot
             if not slot.queue:
                 self._empty[lease.host_id] = None
             wait = max(0.0, lease.next_eligible_at - wall)
-            self._scheduler.hold(slot, started + wait)
-            if self._on_lease is not None:
+            scheduler.hold(slot, started + wait)
+            if crowds:
+                crowding.append(slot)
+            elif self._on_lease is not None:
                 self._on_lease(slot, wait)
+        # Hosts of an address that became crowded by the hosts leased before them.
+        for slot in crowding:
+            await self.release(slot)
 
     async def _claim(self) -> int:
         if self.capacity - self._scheduler.buffered <= 0:
@@ -216,12 +246,15 @@ class Frontier:
                 drained[host_id] = now + RECHECK
             else:
                 drained.pop(host_id, None)
-        if self.full:
-            # Make room for hosts with work: give back the held ones that have none now.
-            for host_id in wanted.keys() - by_host.keys():
-                slot = self._held.get(host_id)
-                if slot is not None and slot.idle():
-                    await self.release(slot)
+        # Make room for hosts with work: give back the held ones that have none now, when
+        # every host slot is taken or the host's address is crowded.
+        full, crowded = self.full, self._scheduler.crowded
+        for host_id in wanted.keys() - by_host.keys():
+            slot = self._held.get(host_id)
+            if slot is None or not slot.idle():
+                continue
+            if full or (slot.ip is not None and slot.ip.address in crowded):
+                await self.release(slot)
         return len(claimed)
 
     def _emptied(self, slot: HostSlot) -> None:
@@ -250,8 +283,13 @@ class Frontier:
         self._drained.pop(slot.id, None)
         next_eligible = time.time() + max(0.0, slot.next_ready - self._clock())
         release = Release(slot.id, slot.generation, next_eligible)
+        crowded = self._scheduler.crowded
+        was_crowded = slot.ip is not None and slot.ip.address in crowded
         self._scheduler.drain(slot)
-        slot.end_lease()
+        self._scheduler.end_lease(slot)
+        if was_crowded and slot.ip is not None and slot.ip.address not in crowded:
+            # The address's other hosts may be leased again.
+            self._lease_again = 0.0
         self._releasing.add(slot.id)
         if self._on_release is not None:
             await self._on_release(release)
@@ -287,7 +325,7 @@ class Frontier:
             self._empty.pop(host_id, None)
             self._drained.pop(host_id, None)
             self._scheduler.drain(slot)
-            slot.end_lease()
+            self._scheduler.end_lease(slot)
             self.lost += 1
 
     async def look(self) -> None:

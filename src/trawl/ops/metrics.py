@@ -89,6 +89,7 @@ class Levels:
     hosts_held: int
     hosts_limit: int
     requests_limit: int
+    turn_wait: float
 
 
 def levels_of(
@@ -112,6 +113,7 @@ def levels_of(
         hosts_held=frontier.holding,
         hosts_limit=capacity.hosts,
         requests_limit=capacity.requests,
+        turn_wait=capacity.turn_wait,
     )
 
 
@@ -141,6 +143,11 @@ class _LevelsCollector(Collector):
                 "trawl_requests_limit",
                 "Requests in flight (with pages not yet stored) this process allows now",
                 levels.requests_limit,
+            ),
+            (
+                "trawl_turn_wait_seconds",
+                "Mean seconds a host whose turn had come waited for a request slot (last second)",
+                levels.turn_wait,
             ),
         )
         for name, doc, value in gauges:

@@ -14,6 +14,20 @@ an address in front of hundreds of sites (a CDN) ``per_ip_max``. Each host keeps
 limit and delay besides. A host whose address is busy waits on that address and is put
 back in the heap when a request to it finishes.
 
+An address is *crowded* when this worker holds ``CROWD`` times its limit of hosts on it:
+more would only wait for the address's turns while holding host slots that hosts with
+addresses of their own could use. The frontier leases no host of a crowded address, and
+gives back a host that turns out to be on one (trawl.frontier.queue), so a CDN in front
+of thousands of sites is asked at its limit by a bounded cohort of them. A host given
+back that way is still counted among the address's sites (:meth:`HostScheduler.seen_at`),
+so the address's limit grows with the sites behind it, not with the cohort held.
+
+How long a host whose turn had come waited for a request slot (from its ready time, or
+from when it was put in the heap when that is later: its buffer was empty, or its
+address busy) is summed in ``waited`` over ``turns`` (trawl.crawl.capacity: hosts that
+wait long for a slot are more hosts than the slots serve, and a server closes their idle
+connections before their next turn).
+
 Delay rule, applied when a response completes::
 
     next_ready = now + max(configured delay,
@@ -51,6 +65,11 @@ from trawl.store.values import QueuedURL
 
 Clock = Callable[[], float]
 
+CROWD = 4
+"""Hosts held on an address, in units of its limit, past which it is crowded: enough
+that each host resting up to four of the address's delays between its own turns still
+keeps the address at its limit."""
+
 
 def address_limit(hosts: int, politeness: Politeness) -> int:
     """Requests in flight allowed to an address that serves ``hosts`` distinct hosts."""
@@ -68,8 +87,15 @@ class IpSlot:
     waiting: set[int] = field(default_factory=set)
     hosts: set[int] = field(default_factory=set)
     """The hosts seen on the address in this run."""
+    held: set[int] = field(default_factory=set)
+    """The hosts on the address this worker holds a lease on."""
     limit: int = 1
     """Requests in flight at most, and request starts per delay."""
+
+    @property
+    def crowded(self) -> bool:
+        """Whether more hosts of the address would only wait for its turns."""
+        return len(self.held) >= CROWD * self.limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +141,9 @@ class HostSlot:
     trips: int = 0
     """Times the circuit breaker has paused the host."""
     heap_key: float | None = None
+    queued_at: float = 0.0
+    """When the host's heap entry was made: its turn may come no earlier, for the wait
+    for a request slot (:attr:`HostScheduler.waited`)."""
     generation: int | None = None
     """The generation of this worker's lease on the host (None: not held)."""
     lease_deadline: float = 0.0
@@ -171,7 +200,7 @@ class HostSlot:
 
     def stop_resolving(self) -> None:
         """The host's address was looked up, and the host is not kept (another worker
-        serves that address)."""
+        serves that address, or it is crowded)."""
         self.resolving = False
 
     def start_robots(self) -> None:
@@ -259,6 +288,12 @@ class HostScheduler:
         self.inflight = 0
         self.on_emptied: Callable[[HostSlot], None] | None = None
         """Hears of each host whose buffer became empty (the frontier's refills)."""
+        self.crowded: set[str] = set()
+        """The addresses that are crowded (:attr:`IpSlot.crowded`) now."""
+        self.waited = 0.0
+        """Seconds the turns handed out so far waited past their ready time."""
+        self.turns = 0
+        """Turns handed out so far."""
 
     def slot(self, host_id: int, name: str) -> HostSlot:
         """The slot of a host, created on first use."""
@@ -307,16 +342,61 @@ class HostScheduler:
             self.on_emptied(slot)
         return urls
 
+    def lease(self, slot: HostSlot, generation: int, deadline: float) -> None:
+        """This worker holds the host (:meth:`HostSlot.lease`), counted on its address."""
+        slot.lease(generation, deadline)
+        if slot.ip is not None:
+            self._hold_on(slot.ip, slot.id)
+
+    def end_lease(self, slot: HostSlot) -> None:
+        """The host is no longer held (:meth:`HostSlot.end_lease`)."""
+        slot.end_lease()
+        if slot.ip is not None:
+            self._let_go(slot.ip, slot.id)
+
+    def crowds(self, address: str) -> bool:
+        """Whether a host resolved to ``address`` would join a crowded address."""
+        return address in self.crowded
+
     def assign_address(self, slot: HostSlot, address: str | None) -> None:
         """Record the address a host resolved to (None: no address to share limits on)."""
         slot.resolved = True
         slot.resolving = False
+        if slot.ip is not None:
+            self._let_go(slot.ip, slot.id)
         slot.ip = None
         if address is not None:
-            ip = slot.ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
-            ip.hosts.add(slot.id)
-            ip.limit = address_limit(len(ip.hosts), self._politeness)
+            ip = slot.ip = self._site_on(address, slot.id)
+            if slot.generation is not None:
+                ip.held.add(slot.id)
+            self._judge(ip)
         self._schedule(slot)
+
+    def seen_at(self, slot: HostSlot, address: str) -> None:
+        """Count the host among the sites of ``address`` without placing it there (it is
+        given back: the address is crowded)."""
+        self._judge(self._site_on(address, slot.id))
+
+    def _site_on(self, address: str, host_id: int) -> IpSlot:
+        """The address's slot, with the host counted among its sites."""
+        ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
+        ip.hosts.add(host_id)
+        ip.limit = address_limit(len(ip.hosts), self._politeness)
+        return ip
+
+    def _hold_on(self, ip: IpSlot, host_id: int) -> None:
+        ip.held.add(host_id)
+        self._judge(ip)
+
+    def _let_go(self, ip: IpSlot, host_id: int) -> None:
+        ip.held.discard(host_id)
+        self._judge(ip)
+
+    def _judge(self, ip: IpSlot) -> None:
+        if ip.crowded:
+            self.crowded.add(ip.address)
+        else:
+            self.crowded.discard(ip.address)
 
     def _wants_turn(self, slot: HostSlot) -> bool:
         if slot.inflight >= slot.per_host or slot.robots_pending or slot.resolving:
@@ -339,6 +419,7 @@ class HostScheduler:
         if slot.heap_key is not None and slot.heap_key <= ready:
             return
         slot.heap_key = ready
+        slot.queued_at = self._clock()
         heapq.heappush(self._heap, (ready, next(self._seq), slot.id))
 
     def pop_ready(self) -> HostSlot | float | None:
@@ -361,6 +442,8 @@ class HostScheduler:
                 return ready
             heapq.heappop(self._heap)
             slot.heap_key = None
+            self.waited += now - max(ready, slot.queued_at)
+            self.turns += 1
             return slot
         return None
 

@@ -188,9 +188,12 @@ class StoreProcess(AsyncResource):
         ttl: float,
         holding: Collection[int] = (),
         *,
+        crowded: Collection[str] = (),
         now: float | None = None,
     ) -> Sequence[Lease]:
-        leases = await self._call("lease_hosts", worker, limit, ttl, holding, now=now)
+        leases = await self._call(
+            "lease_hosts", worker, limit, ttl, holding, crowded=tuple(crowded), now=now
+        )
         return cast(Sequence[Lease], leases)
 
     async def claim_address(

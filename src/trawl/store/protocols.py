@@ -54,6 +54,7 @@ class Leases(Protocol):
         ttl: float,
         holding: Collection[int] = (),
         *,
+        crowded: Collection[str] = (),
         now: float | None = None,
     ) -> Sequence[Lease]:
         """Lease up to ``limit`` hosts with work to ``worker`` for ``ttl`` seconds, soonest
@@ -64,7 +65,9 @@ class Leases(Protocol):
         a live lease on a host at the same address (its release is not
         committed yet; the new generation makes that release stale). Each lease raises
         the host's generation. A host taken over from an earlier lease gets its CLAIMED
-        URLs back in the queue (nobody answers them any more).
+        URLs back in the queue (nobody answers them any more). Hosts last seen at one of
+        the ``crowded`` addresses (this worker holds as many hosts there as the address
+        can serve) are left in the queue.
 
         ``now`` is the time expiry is judged at and the leases run from (None: the
         store's clock).

@@ -75,6 +75,7 @@ WITH free AS (
     WHERE (queued > 0 OR claimed > 0)
       AND (lease_owner IS NULL OR lease_expires_at < {_NOW} OR lease_owner = %(worker)s)
       AND id NOT IN (SELECT unnest(%(holding)s::bigint[]))
+      AND (address IS NULL OR NOT address = ANY(%(crowded)s::text[]))
       AND (address IS NULL OR NOT EXISTS (
           SELECT 1 FROM hosts AS o WHERE o.address = hosts.address
           AND o.lease_owner <> %(worker)s AND o.lease_expires_at >= {_NOW}))

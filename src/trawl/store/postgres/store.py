@@ -269,6 +269,7 @@ class PostgresStore(AsyncResource):
         ttl: float,
         holding: Collection[int] = (),
         *,
+        crowded: Collection[str] = (),
         now: float | None = None,
     ) -> Sequence[Lease]:
         params = {
@@ -276,6 +277,7 @@ class PostgresStore(AsyncResource):
             "limit": limit,
             "ttl": ttl,
             "holding": sorted(holding),
+            "crowded": sorted(crowded),
             "now": now,
         }
         async with self._transaction() as conn:

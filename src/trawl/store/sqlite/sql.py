@@ -239,10 +239,12 @@ LEASABLE = (
     "WHERE (queued > 0 OR claimed > 0) "
     "AND (lease_owner IS NULL OR lease_expires_at < ? OR lease_owner = ?) "
     "AND id NOT IN (SELECT value FROM json_each(?)) "
+    "AND (address IS NULL OR address NOT IN (SELECT value FROM json_each(?))) "
     f"AND {ADDRESS_FREE} ORDER BY next_eligible_at, id LIMIT ?"
 )
 """Hosts with work that a worker may lease (parameters: now, worker, the ids it holds as
-a JSON array, worker, now, limit), soonest eligible first. The held ones are left out
+a JSON array, its crowded addresses as a JSON array, worker, now, limit), soonest
+eligible first. The held ones are left out
 here, not skipped after the query: a worker holding 1,024 hosts read them all back on
 every refill."""
 TAKE_LEASE = (

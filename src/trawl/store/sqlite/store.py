@@ -312,13 +312,13 @@ class SQLiteStore(AsyncResource):
         ttl: float,
         holding: Collection[int] = (),
         *,
+        crowded: Collection[str] = (),
         now: float | None = None,
     ) -> Sequence[Lease]:
         def work(db: sqlite3.Connection) -> list[Lease]:
             at = time.time() if now is None else now
-            rows = db.execute(
-                sql.LEASABLE, (at, worker, json.dumps(sorted(holding)), worker, at, limit)
-            )
+            held, full = json.dumps(sorted(holding)), json.dumps(sorted(crowded))
+            rows = db.execute(sql.LEASABLE, (at, worker, held, full, worker, at, limit))
             leases: list[Lease] = []
             for host_id, name, previous, next_eligible_at in rows.fetchall():
                 if previous is not None:
