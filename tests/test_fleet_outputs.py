@@ -38,6 +38,10 @@ def test_three_workers_share_one_bucket_and_one_stream(
         # The site's last pages are 15 links deep; which path reaches a page first
         # depends on the workers' order, so the depth limit is lifted.
         group.policy += ["--max-depth", "100"]
+        # Each host's 30 pages take the first worker 6 s, so the others, started after
+        # its first request, join before it could crawl all four hosts alone (on a
+        # loaded machine a process takes seconds to start).
+        group.policy[group.policy.index("--delay") + 1] = "0.2"
         first = group.begin(max_hosts=2)
         summaries = group.finish(first, group.start(max_hosts=2), group.start(max_hosts=2))
         truth = server.site.ground_truth
