@@ -4,17 +4,16 @@ Hosts are the unit of ownership. The frontier leases hosts from the store (at mo
 ``max_hosts`` at a time, a limit trawl.crawl.capacity moves; soonest eligible first) and
 only ever claims URLs of hosts it holds, so whatever the number of workers sharing a
 store, one host is served by one worker at a time; one crawl process is simply a single
-worker. A lease lasts
-``ttl`` seconds and is renewed by :meth:`Frontier.renew` while the host is held; a host
-with nothing to do is given back when the worker holds its maximum of hosts (or more, the
-limit having shrunk: instead of being given more URLs), and every
-held host when the worker stops (:class:`Release`, written through the committer after
-the host's last results); the next owner inherits its politeness time. A host is not
-leased again while its release is on its way. No host of a crowded address
+worker. A lease lasts ``ttl`` seconds and is renewed by :meth:`Frontier.renew` while the
+host is held. A host with nothing to do is given back when the worker holds its maximum
+of hosts, or more (the limit shrank: it is given back rather than given more URLs), and
+every held host when the worker stops (:class:`Release`, written through the committer
+after the host's last results); the next owner inherits its politeness time. A host is
+not leased again while its release is on its way. No host of a crowded address
 (trawl.politeness.scheduler ``CROWD``) is leased, and a host leased onto one is given
-back at once. Each host leased is announced to
-``on_lease`` with the seconds until it may first be asked: the engine has its name looked
-up ahead of that (trawl.fetch.resolver).
+back at once. Each host leased is announced to ``on_lease`` with the seconds until it
+may first be asked: the engine has its name looked up ahead of that
+(trawl.fetch.resolver).
 
 :meth:`Frontier.refill` tops up the held hosts' slots in batches: each gets a fair share
 of the free buffer space, claimed in one transaction, lowest queue rank first
