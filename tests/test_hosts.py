@@ -113,6 +113,25 @@ def test_hosts_take_turns_in_ready_time_order() -> None:
     assert sched.buffered == 3
 
 
+def test_a_turns_wait_for_a_slot_counts_from_its_ready_time_or_from_its_return() -> None:
+    """The wait the host limit is sized by (trawl.crawl.capacity) is the time a host's
+    turn had come and no request slot took it: not the time it rested, nor the time it
+    had nothing buffered."""
+    sched, clock = scheduler(delay=1.0, response_factor=0.0)
+    slot = sched.slot(1, "h1")
+    sched.add(slot, urls(1, 1))
+    clock.now += 0.25  # due at once; no slot for a quarter of a second
+    sched.take(ready_slot(sched))
+    sched.started(slot)
+    sched.finished(slot, 0.0)  # rests a second
+    assert (sched.waited, sched.turns) == (0.25, 1)
+    clock.now += 10.0  # due after a second, but nothing is buffered until now
+    sched.add(slot, urls(1, 1))
+    clock.now += 0.5
+    assert ready_slot(sched) is slot
+    assert (sched.waited, sched.turns) == (0.75, 2)
+
+
 def test_robots_pending_host_is_not_scheduled() -> None:
     sched, _ = scheduler(delay=0.0)
     slot = sched.slot(1, "h1")

@@ -291,7 +291,8 @@ class HostScheduler:
         self.crowded: set[str] = set()
         """The addresses that are crowded (:attr:`IpSlot.crowded`) now."""
         self.waited = 0.0
-        """Seconds the turns handed out so far waited past their ready time."""
+        """Seconds the turns handed out so far waited for a request slot: from their
+        ready time, or from their host's return to the heap when that is later."""
         self.turns = 0
         """Turns handed out so far."""
 
