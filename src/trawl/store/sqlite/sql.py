@@ -244,9 +244,8 @@ LEASABLE = (
 )
 """Hosts with work that a worker may lease (parameters: now, worker, the ids it holds as
 a JSON array, its crowded addresses as a JSON array, worker, now, limit), soonest
-eligible first. The held ones are left out
-here, not skipped after the query: a worker holding 1,024 hosts read them all back on
-every refill."""
+eligible first. The held ones are left out here, not skipped after the query: a worker
+holding 1,024 hosts read them all back on every refill."""
 TAKE_LEASE = (
     "UPDATE hosts SET lease_owner = ?, lease_generation = lease_generation + 1, "
     "lease_expires_at = ? WHERE id = ? RETURNING lease_generation"
