@@ -347,8 +347,10 @@ class SiteServer(LoopbackServer):
 def serve_forever(site_factory: Callable[[int], Site], port: int = 0) -> None:
     """Serve until interrupted; prints the port on the first line of stdout."""
     with SiteServer(site_factory, port=port) as server:
-        print(server.port, flush=True)
+        # An interrupt may come as soon as the port is read, before this thread runs on
+        # (a loaded machine): it must already be caught.
         try:
+            print(server.port, flush=True)
             threading.Event().wait()
         except KeyboardInterrupt:
             return
