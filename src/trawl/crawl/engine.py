@@ -395,7 +395,7 @@ class Crawler:
             next_tick = now + TICK
             active = max(self._active(), 1)
             frontier = self._frontier
-            queued_beyond = frontier.store_queued > self._scheduler.buffered + active
+            queued_beyond = frontier.store_queued > scheduler.buffered + active
             new_turns = scheduler.turns - turns
             turn_wait = (scheduler.waited - waited) / new_turns if new_turns else 0.0
             waited, turns = scheduler.waited, scheduler.turns

@@ -213,17 +213,22 @@ class Frontier:
         # unless its address is crowded: then it is asked at once, so that it is given
         # back as soon as it has nothing left, for the address's hosts waiting to be
         # leased (a wait of RECHECK a host held up the address's cohort).
-        asks = self._asks
+        on_crowded = self._crowded_host
         if share <= 2:
             # A buffer runs low (below half the share) only when it is empty: the held
             # hosts with an empty one are known, and a scan of every held host at every
             # refill cost more than the claim as thousands were held (bench.world).
-            wanted = {host_id: share for host_id in self._empty if asks(host_id, now)}
+            wanted = {
+                host_id: share
+                for host_id in self._empty
+                if drained.get(host_id, 0.0) <= now or on_crowded(host_id)
+            }
         else:
             wanted = {
                 host_id: share - len(slot.queue)
                 for host_id, slot in self._held.items()
-                if len(slot.queue) * 2 < share and asks(host_id, now)
+                if len(slot.queue) * 2 < share
+                and (drained.get(host_id, 0.0) <= now or on_crowded(host_id))
             }
         if not wanted:
             return 0
@@ -261,10 +266,8 @@ class Frontier:
                 await self.release(slot)
         return len(claimed)
 
-    def _asks(self, host_id: int, now: float) -> bool:
-        """Whether a claim asks for the held host now (see :meth:`_claim`)."""
-        if self._drained.get(host_id, 0.0) <= now:
-            return True
+    def _crowded_host(self, host_id: int) -> bool:
+        """Whether the held host is on a crowded address (see :meth:`_claim`)."""
         ip = self._held[host_id].ip
         return ip is not None and ip.address in self._scheduler.crowded
 
