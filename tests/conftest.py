@@ -26,6 +26,7 @@ from trawl.config import (
     CrawlConfig,
     Freshness,
     IPNetwork,
+    LeasePolicy,
     Limits,
     Politeness,
     RenderConfig,
@@ -188,6 +189,7 @@ class CrawlRunner:
         render: RenderConfig | None = None,
         sites: Sites | None = None,
         proxy: Proxy | None = None,
+        leases: LeasePolicy | None = None,
     ) -> CrawlOutcome:
         """Crawl ``server.site`` from its seeds; every host maps to loopback.
 
@@ -223,6 +225,7 @@ class CrawlRunner:
             render=render or RenderConfig(),
             sites=sites or Sites(),
             proxy=proxy,
+            leases=leases or LeasePolicy(),
         )
         async with build_engine(config) as crawler:
             summary = await crawler.run()

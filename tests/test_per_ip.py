@@ -195,7 +195,7 @@ async def test_a_crowded_address_is_served_by_a_bounded_cohort_of_its_hosts(
 
 
 def test_a_host_slot_is_small_and_gives_its_urls_in_order() -> None:
-    """A run keeps a slot for every host it met, so an idle one must cost little."""
+    """A run keeps a slot for every host it holds, so an idle one must cost little."""
     scheduler = HostScheduler(Politeness(), lambda: 0.0)
     names = [f"h{n}.test" for n in range(2_000)]
     tracemalloc.start()

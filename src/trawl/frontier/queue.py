@@ -309,8 +309,14 @@ class Frontier:
             await self._on_release(release)
 
     def released(self, host_ids: Iterable[int]) -> None:
-        """The store committed these hosts' releases: they may be leased again."""
-        self._releasing.difference_update(host_ids)
+        """The store committed these hosts' releases: they may be leased again, and the
+        scheduler forgets those it need not keep (:meth:`HostScheduler.forget`)."""
+        scheduler = self._scheduler
+        for host_id in host_ids:
+            self._releasing.discard(host_id)
+            slot = scheduler.find(host_id)
+            if slot is not None and host_id not in self._held:
+                scheduler.forget(slot)
 
     async def release_all(self) -> None:
         """Give back every held host (the worker is stopping)."""

@@ -22,6 +22,14 @@ of thousands of sites is asked at its limit by a bounded cohort of them. A host 
 back that way is still counted among the address's sites (:meth:`HostScheduler.seen_at`),
 so the address's limit grows with the sites behind it, not with the cohort held.
 
+Slots are kept for the hosts held, not for every host of the run: a host given back whose
+release is committed is forgotten (:meth:`HostScheduler.forget`) unless something of it
+is not in the store (its breaker counts, a refusal, robots.txt unavailable), so the
+scheduler's memory follows the hosts held however many hosts a crawl meets. A new lease
+of a forgotten host takes its rest time and cached robots.txt from the store. Its
+address's slot goes with it when it was the address's only site; an address of several
+sites keeps their count, and stops counting once its limit is at ``per_ip_max``.
+
 How long a host whose turn had come waited for a request slot (from its ready time, or
 from when it was put in the heap when that is later: its buffer was empty, or its
 address busy) is summed in ``waited`` over ``turns`` (trawl.crawl.capacity: hosts that
@@ -86,7 +94,8 @@ class IpSlot:
     next_ready: float = 0.0
     waiting: set[int] = field(default_factory=set)
     hosts: set[int] = field(default_factory=set)
-    """The hosts seen on the address in this run."""
+    """The hosts seen on the address in this run, until there are enough for the largest
+    limit."""
     held: set[int] = field(default_factory=set)
     """The hosts on the address this worker holds a lease on."""
     limit: int = 1
@@ -316,7 +325,8 @@ class HostScheduler:
         return self._slots.get(host_id)
 
     def slots(self) -> Iterable[HostSlot]:
-        """Every host slot known in this run."""
+        """Every host slot kept: the held hosts', and those of hosts given back that were
+        not forgotten (:meth:`forget`)."""
         return self._slots.values()
 
     def add(self, slot: HostSlot, urls: Iterable[QueuedURL]) -> None:
@@ -379,11 +389,39 @@ class HostScheduler:
         self._judge(self._site_on(address, slot.id))
 
     def _site_on(self, address: str, host_id: int) -> IpSlot:
-        """The address's slot, with the host counted among its sites."""
+        """The address's slot, with the host counted among its sites (until the address's
+        limit is at its most: more sites would not change it)."""
         ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
-        ip.hosts.add(host_id)
-        ip.limit = address_limit(len(ip.hosts), self._politeness)
+        if ip.limit < self._politeness.per_ip_max or not ip.hosts:
+            ip.hosts.add(host_id)
+            ip.limit = address_limit(len(ip.hosts), self._politeness)
         return ip
+
+    def forget(self, slot: HostSlot) -> bool:
+        """Drop the state of a host given back, when nothing of it is left to keep: it is
+        idle, its requests and robots.txt did not fail, and it is not refused. Its rest
+        time went to the store with its release and its robots.txt is cached there, so a
+        new lease of it starts from those. The slot of its address goes too when the host
+        was the only site seen there; an address of more sites keeps its count of them.
+        Returns whether the host was forgotten."""
+        if (
+            slot.generation is not None
+            or not slot.idle()
+            or slot.refused is not None
+            or slot.backing_off()
+            or slot.trips
+            or slot.robots is DISALLOW_ALL
+            or self._slots.get(slot.id) is not slot
+        ):
+            return False
+        del self._slots[slot.id]
+        ip = slot.ip
+        if ip is not None:
+            ip.waiting.discard(slot.id)
+            if not ip.held and not ip.inflight and ip.hosts <= {slot.id}:
+                del self._ips[ip.address]
+                self.crowded.discard(ip.address)
+        return True
 
     def _hold_on(self, ip: IpSlot, host_id: int) -> None:
         ip.held.add(host_id)
@@ -428,7 +466,10 @@ class HostScheduler:
         now = self._clock()
         while self._heap:
             ready, _, host_id = self._heap[0]
-            slot = self._slots[host_id]
+            slot = self._slots.get(host_id)
+            if slot is None:
+                heapq.heappop(self._heap)
+                continue
             if slot.heap_key != ready or not self._wants_turn(slot):
                 heapq.heappop(self._heap)
                 if slot.heap_key == ready:
@@ -496,7 +537,9 @@ class HostScheduler:
             ip.next_ready = max(ip.next_ready, now + delay / ip.limit)
             waiting, ip.waiting = ip.waiting, set()
             for host_id in waiting:
-                self._schedule(self._slots[host_id])
+                waiter = self._slots.get(host_id)
+                if waiter is not None:
+                    self._schedule(waiter)
 
     def turn_in(self, slot: HostSlot) -> float:
         """Seconds until the host's next turn may come, its address's rest included."""
