@@ -4,6 +4,7 @@ the store kept (its rest time, its robots.txt)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 
@@ -153,6 +154,22 @@ async def test_the_frontier_forgets_a_host_once_its_release_is_committed(tmp_pat
         # The rest it was given back with came from the store (less the time since).
         rest = 5.0 - RECHECK
         assert rest - 1.0 < scheduler.turn_in(again) <= rest
+
+
+async def test_a_host_whose_lease_was_lost_is_forgotten(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path) as store:
+        await store.commit(discovered("a.pong.test", 2))
+        scheduler = HostScheduler(Politeness())
+        frontier = Frontier(store, scheduler, capacity=4, leases=LeasePolicy(ttl=0.2))
+        await frontier.refill()
+        (slot,) = frontier.held
+        scheduler.take(slot)  # fetched, committed; the other URL is left buffered
+        await asyncio.sleep(0.3)
+        (taken,) = await store.lease_hosts("worker-b", limit=10, ttl=60)
+        assert taken.host_id == slot.id
+        await frontier.renew()
+        assert frontier.lost == 1
+        assert scheduler.find(slot.id) is None
 
 
 def ping_pong_site(port: int) -> Site:

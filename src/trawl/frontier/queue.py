@@ -346,6 +346,7 @@ class Frontier:
             self._drained.pop(host_id, None)
             self._scheduler.drain(slot)
             self._scheduler.end_lease(slot)
+            self._scheduler.forget(slot)  # it is another worker's now
             self.lost += 1
 
     async def look(self) -> None:

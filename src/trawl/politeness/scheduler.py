@@ -23,12 +23,13 @@ back that way is still counted among the address's sites (:meth:`HostScheduler.s
 so the address's limit grows with the sites behind it, not with the cohort held.
 
 Slots are kept for the hosts held, not for every host of the run: a host given back whose
-release is committed is forgotten (:meth:`HostScheduler.forget`) unless something of it
-is not in the store (its breaker counts, a refusal, robots.txt unavailable), so the
-scheduler's memory follows the hosts held however many hosts a crawl meets. A new lease
-of a forgotten host takes its rest time and cached robots.txt from the store. Its
-address's slot goes with it when it was the address's only site; an address of several
-sites keeps their count, and stops counting once its limit is at ``per_ip_max``.
+release is committed, or whose lease was lost, is forgotten
+(:meth:`HostScheduler.forget`) unless something of it is not in the store (its breaker
+counts, a refusal, robots.txt unavailable), so the scheduler's memory follows the hosts
+held however many hosts a crawl meets. A new lease of a forgotten host takes its rest
+time and cached robots.txt from the store. Its address's slot goes with it when it was
+the address's only site; an address of several sites keeps their count, and stops
+counting once its limit is at ``per_ip_max``.
 
 How long a host whose turn had come waited for a request slot (from its ready time, or
 from when it was put in the heap when that is later: its buffer was empty, or its
