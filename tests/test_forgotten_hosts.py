@@ -66,6 +66,21 @@ def test_an_address_of_several_sites_keeps_their_count_when_one_is_forgotten() -
     assert newcomer.ip.limit == 3
 
 
+def test_an_address_of_one_request_at_a_time_outlives_one_of_its_sites() -> None:
+    """With ``per_ip_max`` 1 the limit is at its most from the first site, yet the second
+    is counted too: forgetting the first must not drop the address the second is on, or
+    the second and a newcomer would each have an address slot, and a request at once."""
+    scheduler = HostScheduler(Politeness(delay=0.0, response_factor=0.0, per_ip_max=1), lambda: 0.0)
+    first = given_back(scheduler, 1, ADDRESS)
+    second = given_back(scheduler, 2, ADDRESS)
+    second.count_request(True, Breaker())  # failing: kept
+    assert scheduler.forget(first)
+    assert not scheduler.forget(second)
+    newcomer = scheduler.slot(3, "h3.test")
+    scheduler.assign_address(newcomer, ADDRESS)
+    assert newcomer.ip is second.ip
+
+
 def test_an_address_stops_counting_sites_once_its_limit_is_at_its_most() -> None:
     scheduler = HostScheduler(Politeness(per_ip=1, per_ip_max=16), lambda: 0.0)
     for host_id in range(1, 1001):

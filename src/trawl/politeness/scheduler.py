@@ -96,7 +96,7 @@ class IpSlot:
     waiting: set[int] = field(default_factory=set)
     hosts: set[int] = field(default_factory=set)
     """The hosts seen on the address in this run, until there are enough for the largest
-    limit."""
+    limit (and at least two)."""
     held: set[int] = field(default_factory=set)
     """The hosts on the address this worker holds a lease on."""
     limit: int = 1
@@ -390,10 +390,11 @@ class HostScheduler:
         self._judge(self._site_on(address, slot.id))
 
     def _site_on(self, address: str, host_id: int) -> IpSlot:
-        """The address's slot, with the host counted among its sites (until the address's
-        limit is at its most: more sites would not change it)."""
+        """The address's slot, with the host counted among its sites until the address's
+        limit is at its most (more sites would not change it) and two are counted (so
+        an address that counts one site has no other: :meth:`forget`)."""
         ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
-        if ip.limit < self._politeness.per_ip_max or not ip.hosts:
+        if ip.limit < self._politeness.per_ip_max or len(ip.hosts) < 2:
             ip.hosts.add(host_id)
             ip.limit = address_limit(len(ip.hosts), self._politeness)
         return ip
