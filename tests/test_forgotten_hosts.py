@@ -38,7 +38,7 @@ def given_back(scheduler: HostScheduler, host_id: int, address: str | None) -> H
 def test_a_host_given_back_is_forgotten_with_its_address_when_it_was_its_only_site() -> None:
     scheduler = HostScheduler(Politeness(), lambda: 0.0)
     slot = given_back(scheduler, 1, ADDRESS)
-    assert scheduler.forget(slot)
+    assert scheduler.forget(slot.id)
     assert scheduler.find(1) is None
     assert list(scheduler.slots()) == []
     # Leased again: a new slot on a new address slot, which counts one site.
@@ -57,7 +57,7 @@ def test_an_address_of_several_sites_keeps_their_count_when_one_is_forgotten() -
     first = given_back(scheduler, 1, ADDRESS)
     for host_id in (2, 3, 4, 5):
         scheduler.assign_address(scheduler.slot(host_id, f"h{host_id}.test"), ADDRESS)
-    assert scheduler.forget(first)
+    assert scheduler.forget(first.id)
     newcomer = scheduler.slot(6, "h6.test")
     scheduler.assign_address(newcomer, ADDRESS)
     # Six sites seen, the forgotten one among them: a limit of ceil(sqrt(6)).
@@ -74,8 +74,8 @@ def test_an_address_of_one_request_at_a_time_outlives_one_of_its_sites() -> None
     first = given_back(scheduler, 1, ADDRESS)
     second = given_back(scheduler, 2, ADDRESS)
     second.count_request(True, Breaker())  # failing: kept
-    assert scheduler.forget(first)
-    assert not scheduler.forget(second)
+    assert scheduler.forget(first.id)
+    assert not scheduler.forget(second.id)
     newcomer = scheduler.slot(3, "h3.test")
     scheduler.assign_address(newcomer, ADDRESS)
     assert newcomer.ip is second.ip
@@ -96,22 +96,22 @@ def test_a_host_with_state_the_store_does_not_keep_is_not_forgotten() -> None:
     scheduler = HostScheduler(Politeness(), lambda: 0.0)
     held = scheduler.slot(1, "held.test")
     scheduler.lease(held, 1, 60.0)
-    assert not scheduler.forget(held)
+    assert not scheduler.forget(held.id)
     busy = given_back(scheduler, 2, None)
     busy.job_started()  # its last result is not with the committer yet
-    assert not scheduler.forget(busy)
+    assert not scheduler.forget(busy.id)
     failing = given_back(scheduler, 3, None)
     failing.count_request(True, Breaker())
-    assert not scheduler.forget(failing)
+    assert not scheduler.forget(failing.id)
     refused = given_back(scheduler, 4, None)
     refused.give_up("gave up")
-    assert not scheduler.forget(refused)
+    assert not scheduler.forget(refused.id)
     unavailable = given_back(scheduler, 5, None)
     unavailable.robots_unavailable(until=3600.0)
-    assert not scheduler.forget(unavailable)
+    assert not scheduler.forget(unavailable.id)
     assert {slot.id for slot in scheduler.slots()} == {1, 2, 3, 4, 5}
     busy.job_settled()
-    assert scheduler.forget(busy)
+    assert scheduler.forget(busy.id)
 
 
 def test_a_forgotten_host_waiting_on_its_address_is_passed_over() -> None:
@@ -130,7 +130,7 @@ def test_a_forgotten_host_waiting_on_its_address_is_passed_over() -> None:
     assert scheduler.pop_ready() is None  # b waits on the address
     scheduler.drain(b)
     scheduler.end_lease(b)
-    assert scheduler.forget(b)
+    assert scheduler.forget(b.id)
     now[0] = 0.5
     scheduler.finished(a, 0.1)
     assert scheduler.pop_ready() is None

@@ -311,12 +311,10 @@ class Frontier:
     def released(self, host_ids: Iterable[int]) -> None:
         """The store committed these hosts' releases: they may be leased again, and the
         scheduler forgets those it need not keep (:meth:`HostScheduler.forget`)."""
-        scheduler = self._scheduler
+        forget = self._scheduler.forget
         for host_id in host_ids:
             self._releasing.discard(host_id)
-            slot = scheduler.find(host_id)
-            if slot is not None and host_id not in self._held:
-                scheduler.forget(slot)
+            forget(host_id)
 
     async def release_all(self) -> None:
         """Give back every held host (the worker is stopping)."""
@@ -346,7 +344,7 @@ class Frontier:
             self._drained.pop(host_id, None)
             self._scheduler.drain(slot)
             self._scheduler.end_lease(slot)
-            self._scheduler.forget(slot)  # it is another worker's now
+            self._scheduler.forget(host_id)  # it is another worker's now
             self.lost += 1
 
     async def look(self) -> None:

@@ -399,28 +399,29 @@ class HostScheduler:
             ip.limit = address_limit(len(ip.hosts), self._politeness)
         return ip
 
-    def forget(self, slot: HostSlot) -> bool:
+    def forget(self, host_id: int) -> bool:
         """Drop the state of a host given back, when nothing of it is left to keep: it is
         idle, its requests and robots.txt did not fail, and it is not refused. Its rest
         time went to the store with its release and its robots.txt is cached there, so a
         new lease of it starts from those. The slot of its address goes too when the host
         was the only site seen there; an address of more sites keeps its count of them.
-        Returns whether the host was forgotten."""
+        Returns whether the host was forgotten (False too when it has no slot)."""
+        slot = self._slots.get(host_id)
         if (
-            slot.generation is not None
+            slot is None
+            or slot.generation is not None
             or not slot.idle()
             or slot.refused is not None
             or slot.backing_off()
             or slot.trips
             or slot.robots is DISALLOW_ALL
-            or self._slots.get(slot.id) is not slot
         ):
             return False
-        del self._slots[slot.id]
+        del self._slots[host_id]
         ip = slot.ip
         if ip is not None:
-            ip.waiting.discard(slot.id)
-            if not ip.held and not ip.inflight and ip.hosts <= {slot.id}:
+            ip.waiting.discard(host_id)
+            if not ip.held and not ip.inflight and ip.hosts <= {host_id}:
                 del self._ips[ip.address]
                 self.crowded.discard(ip.address)
         return True
