@@ -9,7 +9,7 @@ from pathlib import Path
 from trawl.crawl.commit import Committer
 from trawl.frontier.seen import SeenSet
 from trawl.store.sqlite.store import SQLiteStore
-from trawl.store.values import CommitBatch, CommitResult
+from trawl.store.values import CommitBatch, CommitResult, Fence
 
 
 def page() -> CommitBatch:
@@ -60,3 +60,24 @@ async def test_pages_already_waiting_share_one_transaction(tmp_path: Path) -> No
         await committer.close()
         await committer.run()
     assert [result.counters["pages"] for result in results] == [5]
+
+
+async def test_a_host_is_committing_from_its_pages_hand_in_to_their_transaction(
+    tmp_path: Path,
+) -> None:
+    """The frontier gives back no host whose results are on their way: the URLs they
+    found may be the host's own (trawl.frontier.queue)."""
+    results: list[CommitResult] = []
+    async with SQLiteStore(tmp_path) as store:
+        committer = Committer(store, SeenSet(store, 1000, 0.01), results.append)
+        for _ in range(2):
+            part = page()
+            part.fence = Fence(7, 1)
+            await committer.submit(part)
+        assert committer.committing(7)
+        assert not committer.committing(8)
+        await committer.close()
+        await committer.run()
+    # Committed (here refused by the store, as no such lease is held): none on its way.
+    assert len(results) == 1
+    assert not committer.committing(7)

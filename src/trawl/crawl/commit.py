@@ -99,13 +99,24 @@ class Committer:
         self._enough = asyncio.Event()
         self._queue: asyncio.Queue[Part | None] = asyncio.Queue(maxsize=4 * max_batch)
         self.pending = 0
+        self._hosts_pending: dict[int, int] = {}
+        """Pages handed in and not committed yet, by the host whose lease they were made
+        under."""
         self._drained = asyncio.Event()
         self._drained.set()
+
+    def committing(self, host_id: int) -> bool:
+        """Whether results of the host are handed in and not committed yet (its newly
+        found URLs may not be in the store)."""
+        return host_id in self._hosts_pending
 
     async def submit(self, part: CommitBatch, content: Sequence[FetchedContent] = ()) -> None:
         """Hand in one page's results, and its fingerprinted ``content`` (waits when the
         committer is behind)."""
         self.pending += 1
+        if part.fence is not None:
+            host_id = part.fence.host_id
+            self._hosts_pending[host_id] = self._hosts_pending.get(host_id, 0) + 1
         self._drained.clear()
         await self._queue.put((part, content))
         if self._queue.qsize() >= self._hurry - 1:
@@ -143,10 +154,22 @@ class Committer:
                 merge(batch, part[0])
                 content.extend(part[1])
                 parts += 1
+            # Read before the commit, which may leave out parts whose lease was lost.
+            hosts = [part.fence.host_id for part in batch.fenced if part.fence is not None]
             await self._commit(batch, content)
+            self._settle_hosts(hosts)
             self.pending -= parts
             if self.pending == 0:
                 self._drained.set()
+
+    def _settle_hosts(self, hosts: Sequence[int]) -> None:
+        pending = self._hosts_pending
+        for host_id in hosts:
+            left = pending[host_id] - 1
+            if left:
+                pending[host_id] = left
+            else:
+                del pending[host_id]
 
     async def _commit(self, batch: CommitBatch, content: Sequence[FetchedContent]) -> None:
         if batch.new_urls:

@@ -130,6 +130,7 @@ class Crawler:
             on_items=on_items,
             item_files=item_files,
         )
+        self._frontier.committing = self._committer.committing
         self._counts: dict[str, int] = {}
         self._rules = LiveRules()
         if metrics is not None:

@@ -48,6 +48,10 @@ OnLease = Callable[[HostSlot, float], None]
 """Hears of each host leased, and in how many seconds it may first be asked."""
 
 
+def _nothing_committing(host_id: int) -> bool:
+    return False
+
+
 class Frontier:
     """Moves URLs of leased hosts from the store's queues into the scheduler's slots."""
 
@@ -91,6 +95,10 @@ class Frontier:
         new URLs arrive, or on its periodic refill (retries coming due)."""
         self.lost = 0
         """Leases lost to another worker (this one paused or could not renew in time)."""
+        self.committing: Callable[[int], bool] = _nothing_committing
+        """Whether results of a host are on their way to the store (the engine's
+        committer): such a host is not given back for having nothing left, as the URLs
+        they found may be its own."""
 
     @property
     def held(self) -> list[HostSlot]:
@@ -260,7 +268,7 @@ class Frontier:
         full, crowded = self.full, self._scheduler.crowded
         for host_id in wanted.keys() - by_host.keys():
             slot = self._held.get(host_id)
-            if slot is None or not slot.idle():
+            if slot is None or not slot.idle() or self.committing(host_id):
                 continue
             if full or (slot.ip is not None and slot.ip.address in crowded):
                 await self.release(slot)
