@@ -69,7 +69,7 @@ class _MallInfo2(ctypes.Structure):
     ]
 
 
-def _malloced() -> int:
+def malloced() -> int:
     """Bytes glibc's malloc has handed out and not had back (0 without glibc 2.33+)."""
     try:
         mallinfo2 = ctypes.CDLL(None).mallinfo2
@@ -87,7 +87,7 @@ def _trusting(ca: Path) -> ssl.SSLContext:
     return context
 
 
-def _rss() -> int:
+def rss() -> int:
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith("VmRSS:"):
@@ -141,13 +141,13 @@ async def _measure(scheme: str, port: int, ca: Path, connections: int, at_once: 
     gc.disable()
     tracemalloc.start()
     try:
-        rss, malloced, traced = _rss(), _malloced(), tracemalloc.get_traced_memory()[0]
+        rss_0, malloc_0, traced = rss(), malloced(), tracemalloc.get_traced_memory()[0]
         if at_once:
             await asyncio.gather(*(get(n) for n in range(1, connections + 1)))
         else:
             for n in range(1, connections + 1):
                 await get(n)
-        open_rss, open_malloced = _rss() - rss, _malloced() - malloced
+        open_rss, open_malloced = rss() - rss_0, malloced() - malloc_0
         open_traced = tracemalloc.get_traced_memory()[0] - traced
         opened = client.idle - 1  # the first is not counted
         await client.close()

@@ -24,8 +24,9 @@ Every ``--interval`` seconds (bench.world_monitor) and at the end it prints page
 requests in flight and connections at the server, hosts in service, trawl's CPU ms per
 page, RSS and open fds, and the server's CPU and event-loop lag. At the end (bench.
 world_log): politeness violations, the most requests in flight on one shared address, the
-server's lateness, DNS queries per host, RSS per queued host and per connected host, and
-whether the store matches the ground truth (a complete crawl) or the log (a stopped one).
+server's lateness, DNS queries per host, RSS growth per held host and the RSS from when the
+hosts held stopped growing to the end, and whether the store matches the ground truth (a
+complete crawl) or the log (a stopped one).
 Exit status 1 when a count is wrong or politeness was breached; speed is never judged.
 """
 
@@ -62,7 +63,7 @@ from bench.world_log import (
     read_store,
 )  # fmt: skip
 from bench.world_map import SHARED_ADDRESSES, ZONES, GroundTruth, World, WorldParams, ground_truth
-from bench.world_monitor import Monitor, Sample, memory_fit, rss_per_held_host
+from bench.world_monitor import Monitor, Sample, rss_per_held_host, settled_rss
 from bench.world_pg import HostsReader, SharedCrawl, SqliteHosts
 from bench.world_server import ABANDONED, ServerConfig
 
@@ -142,8 +143,9 @@ class WorldResult:
     statuses: dict[str, int]
     rss_growth_per_held_host: float | None
     """(peak RSS - least RSS) / most hosts held: an upper bound per held host."""
-    bytes_per_held_host: float | None
-    bytes_per_connected_host: float | None
+    settled: tuple[float, int, int] | None
+    """When the hosts held first reached 90% of their most, the RSS then and at the end
+    (bench.world_monitor.settled_rss)."""
     audit: Audit
     series: list[Sample] = field(default_factory=list)
     workers: int = 1
@@ -185,14 +187,15 @@ class WorldResult:
     def table(self) -> str:
         a = self.audit
         growth = self.rss_growth_per_held_host
-        fit = (
-            "no samples" if growth is None else f"RSS growth / most hosts held {growth:.0f} B"
-        ) + (
-            "; no fit: held hosts and connections do not explain the RSS apart"
-            if self.bytes_per_held_host is None
-            else f"; fit: {self.bytes_per_held_host:.0f} B per held host, "
-            f"{self.bytes_per_connected_host:.0f} B per connected host"
-        )
+        fit = "no samples" if growth is None else f"RSS growth / most hosts held {growth:.0f} B"
+        if self.settled is None:
+            settled = "no samples"
+        else:
+            since, first, last = self.settled
+            settled = (
+                f"from {since:.0f} s (hosts held first at 90% of their most): "
+                f"{first / 2**20:.0f} -> {last / 2**20:.0f} MB ({(last - first) / 2**20:+.0f} MB)"
+            )
         rows = [
             ("world", f"{self.hosts} hosts x ~{self.pages_per_host} pages, {self.seeds} seeds; "
                       f"truth {self.truth_pages} pages, {self.truth_discovered} URLs"),
@@ -215,6 +218,7 @@ class WorldResult:
             ("trawl CPU", f"{self.cpu_ms_per_page:.2f} ms/page (process trees)"),
             ("trawl RSS, fds", f"peak {self.peak_rss_mb:.0f} MB, peak {self.peak_trawl_fds} fds"),
             ("memory per host", fit),
+            ("RSS settled", settled),
             ("server", f"{self.server_processes} process(es), CPU {self.server_cpu_share:.1%} "
                        f"of a core, lateness p50 {self.server_lateness_ms_p50:.1f} ms p99 "
                        f"{self.server_lateness_ms_p99:.1f} ms, loop lag p99 "
@@ -483,7 +487,6 @@ def _result(
     lags = crawl.monitor.lag_samples
     queries = dns.get("queries", {})
     statuses = dict(Counter(str(r.status) for r in requests))
-    fit = memory_fit(samples)
     lateness = [r.lateness_ms for r in requests if r.status != ABANDONED]
     return WorldResult(
         hosts=params.hosts, pages_per_host=params.pages, seeds=params.seed_count,
@@ -512,8 +515,7 @@ def _result(
         shared_requests_per_second=round(len(to_shared) / wall, 1), statuses=statuses,
         connections_used=len({r.connection for r in requests}),
         rss_growth_per_held_host=_rounded(rss_per_held_host(samples)),
-        bytes_per_held_host=None if fit is None else round(fit[0], 1),
-        bytes_per_connected_host=None if fit is None else round(fit[1], 1),
+        settled=settled_rss(samples),
         audit=audit, series=samples, database_cpu_seconds=_rounded(crawl.database_cpu),
         leases_taken_per_second=_mean(samples, "leases_taken_per_second"),
         leases_given_back_per_second=_mean(samples, "leases_given_back_per_second"),

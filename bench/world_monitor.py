@@ -7,7 +7,7 @@ from /proc (CPU, RSS, open fds of the crawl process: one, or every worker of a s
 crawl, summed), trawl's Prometheus metrics (every unlabelled ``trawl_*`` gauge about
 hosts or workers, among them the hosts it holds, summed over the workers) and the store
 (bench.world_pg: hosts leased, hosts with URLs queued, leases taken and given back).
-`memory_fit` turns the samples into bytes of RSS per held host and per connected host.
+`settled_rss` reads from them whether the RSS stayed flat once the hosts held had grown.
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from typing import TextIO
 from bench.procstat import TICKS, read_stat
 from bench.world_pg import UNKNOWN, HostsReader
 
-__all__ = ["Monitor", "Sample", "memory_fit", "rss_per_held_host", "tree_pids"]
+__all__ = ["Monitor", "Sample", "rss_per_held_host", "settled_rss", "tree_pids"]
 
 HELD_GAUGE = "trawl_hosts_held"
-MAX_CORRELATION = 0.95
+SETTLED_SHARE = 0.9
+"""Hosts held, as a share of the most held, from which the RSS is expected to be flat."""
 _GAUGE_WORDS = (
     "host",
     "worker",
@@ -271,13 +272,6 @@ class Monitor(threading.Thread):
             log.close()
 
 
-def _correlation(xs: list[float], ys: list[float]) -> float:
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
-    return sxy / (sxx * syy) ** 0.5 if sxx and syy else 1.0
-
-
 def rss_per_held_host(samples: list[Sample]) -> float | None:
     """(peak RSS - least RSS) / most hosts held: an upper bound of the bytes a held host
     costs, since everything else that grew (URLs, caches) is charged to the hosts too."""
@@ -288,31 +282,14 @@ def rss_per_held_host(samples: list[Sample]) -> float | None:
     return (max(rss) - min(rss)) / max(held)
 
 
-def memory_fit(samples: list[Sample]) -> tuple[float, float] | None:
-    """Bytes of RSS per held host and per connected host: the least-squares fit of
-    ``rss = a + b * held_hosts + c * connections`` over the samples. None when the
-    samples cannot separate the two (fewer than 4, held hosts and connections moving
-    together: |correlation| above `MAX_CORRELATION`, or either constant) or the fit gives
-    a host a negative cost, which means something else drives the RSS."""
-    rows = [(1.0, float(s.held_hosts), float(s.connections), float(s.rss)) for s in samples
-            if s.held_hosts >= 0 and s.rss > 0 and not s.stopping]  # fmt: skip
-    if len(rows) < 4 or abs(_correlation([r[1] for r in rows], [r[2] for r in rows])) > (
-        MAX_CORRELATION
-    ):
+def settled_rss(samples: list[Sample]) -> tuple[float, int, int] | None:
+    """When the hosts held first reached `SETTLED_SHARE` of their most, the RSS then and
+    the RSS at the last sample before trawl was stopped: RSS is a high-water mark (freed
+    memory mostly stays with the process), so it follows the hosts held up as they grow
+    and should stay flat from there. None without samples of both."""
+    running = [s for s in samples if s.held_hosts >= 0 and s.rss > 0 and not s.stopping]
+    if not running:
         return None
-    # Normal equations (X^T X) beta = X^T y, solved by Gaussian elimination.
-    matrix = [[sum(r[i] * r[j] for r in rows) for j in range(3)] + [sum(r[i] * r[3] for r in rows)]
-              for i in range(3)]  # fmt: skip
-    for col in range(3):
-        pivot = max(range(col, 3), key=lambda row: abs(matrix[row][col]))
-        if abs(matrix[pivot][col]) < 1e-9:
-            return None
-        matrix[col], matrix[pivot] = matrix[pivot], matrix[col]
-        for row in range(3):
-            if row != col:
-                factor = matrix[row][col] / matrix[col][col]
-                matrix[row] = [
-                    a - factor * b for a, b in zip(matrix[row], matrix[col], strict=True)
-                ]
-    per_held, per_connected = matrix[1][3] / matrix[1][1], matrix[2][3] / matrix[2][2]
-    return (per_held, per_connected) if per_held >= 0 and per_connected >= 0 else None
+    most = max(s.held_hosts for s in running)
+    first = next(s for s in running if s.held_hosts >= SETTLED_SHARE * most)
+    return first.seconds, first.rss, running[-1].rss

@@ -17,7 +17,7 @@ import pytest
 from bench.world import WorldResult, run_world
 from bench.world_log import TIMEOUT, Request, audit_store, parse, politeness, read_store
 from bench.world_map import Behaviour, Dns, Host, World, WorldParams, ground_truth, own_address
-from bench.world_monitor import Sample, memory_fit
+from bench.world_monitor import Sample, settled_rss
 from bench.world_server import MEDIAN
 
 from pg import URL, connect
@@ -229,18 +229,16 @@ def test_retry_after_and_crawl_delay_set_the_rest() -> None:
     assert politeness([*after_robots[:2], request("/", 200, 20, 21)], world, 1.0) == []
 
 
-def test_memory_fit_recovers_known_costs() -> None:
-    samples = [
-        Sample(n, 0, 0, 0, conns, 0, 0, 50_000_000 + 2_000 * held + 20_000 * conns, 0, 0, held, 0)
-        for n, (held, conns) in enumerate([(100, 10), (500, 40), (900, 300), (2000, 100)])
-    ]
-    fit = memory_fit(samples)
-    assert fit is not None
-    assert fit[0] == pytest.approx(2_000)
-    assert fit[1] == pytest.approx(20_000)
-    assert memory_fit(samples[:3]) is None
-    shrinking = [dataclasses.replace(s, rss=90_000_000 - 5_000 * s.held_hosts) for s in samples]
-    assert memory_fit(shrinking) is None  # a negative cost per host: no fit
+def test_the_settled_rss_is_read_from_when_the_hosts_held_stop_growing() -> None:
+    def sample(second: int, held: int, rss: int, stopping: bool = False) -> Sample:
+        return Sample(second, 0, 0, 0, 0, 0, 0, rss, 0, 0, held, 0, stopping=stopping)
+
+    samples = [sample(10, 100, 50), sample(20, 850, 80), sample(30, 950, 90),
+               sample(40, 1000, 95), sample(50, 700, 96)]  # fmt: skip
+    samples.append(sample(60, 0, 20, stopping=True))
+    assert settled_rss(samples) == (30, 90, 96)
+    assert settled_rss(samples[-1:]) is None
+    assert settled_rss([]) is None
 
 
 def test_server_logs_a_request_the_client_abandons(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
 import time
 from collections.abc import Callable, Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from dns_server import ScriptedDns
 from listener import PAGE, Listener
+from malloc_stats import malloced
 from trawl.config import Timeouts
 from trawl.fetch.fetcher import Fetcher, FetchError
 from trawl.fetch.netguard import AddressPolicy
@@ -103,6 +105,28 @@ async def test_the_cache_is_bounded() -> None:
             await guarded.close()
 
 
+async def test_the_cache_holds_the_names_of_the_hosts_a_crawl_may_hold() -> None:
+    """Hosts come back to their names turn after turn: with more hosts held than the
+    cache's own bound, every round of turns would look every name up again."""
+    clock = FakeClock()
+    names = [f"h{i}.test" for i in range(12)]
+    with ScriptedDns({name: [[("127.0.0.2", 300)]] for name in [*names, "new.test"]}) as dns:
+        guarded = resolver(dns, ALLOW_TWO, clock, size=4)
+        try:
+            guarded.hold_hosts(8)
+            for _ in range(3):
+                for name in names:
+                    await guarded.addresses(name)
+            assert guarded.cached == 12
+            assert guarded.stats.cache_misses == 12
+            guarded.hold_hosts(2)
+            await guarded.addresses("new.test")
+            assert guarded.cached == 4
+        finally:
+            await guarded.close()
+    assert set(dns.queries.values()) == {1}
+
+
 async def test_literals_are_not_looked_up_and_names_like_them_are() -> None:
     """An IP literal is its own answer; a name that only starts with a digit, or looks
     like a bracketed IPv4 address, is a name, looked up in DNS."""
@@ -149,6 +173,32 @@ async def test_refused_addresses_are_dropped_from_an_answer() -> None:
         finally:
             await guarded.close()
     assert found == ("127.0.0.2",)
+
+
+async def test_c_ares_keeps_no_answer_past_its_channels_lookups() -> None:
+    """c-ares caches every answer for its TTL, about 2 KB a name, out of Python's sight:
+    on one channel that grows with every name asked; replaced every 40 lookups, it is
+    what the last channel holds. Every answer stays right across the replacements."""
+    if malloced() is None:
+        pytest.skip("no mallinfo2: not glibc")
+    names = [f"n{i}.test" for i in range(600)]
+    with ScriptedDns({name: [[("127.0.0.2", 3600)]] for name in names}) as dns:
+        kept = {}
+        for channel_names in (len(names) + 10, 40):
+            backend = AiodnsBackend([dns.nameserver], channel_names=channel_names)
+            try:
+                for name in names[:10]:
+                    await backend.lookup(name)
+                gc.collect()
+                before = malloced() or 0
+                answers = [await backend.lookup(name) for name in names[10:]]
+                gc.collect()
+                kept[channel_names] = ((malloced() or 0) - before) / (len(names) - 10)
+            finally:
+                await backend.close()
+            assert answers == [[("127.0.0.2", 3600.0)]] * (len(names) - 10)
+    assert kept[len(names) + 10] > 1000, kept
+    assert kept[40] < 400, kept
 
 
 def dns_fetcher(dns: ScriptedDns) -> Fetcher:

@@ -10,7 +10,6 @@ test_http_client behind TLS with the certificate of ``GOOD``.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import gc
 import ssl
 import subprocess
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from malloc_stats import malloced
 from test_connection_churn import LOOPS, TlsServer
 from test_http_client import (
     BIG,
@@ -95,24 +95,6 @@ def server_context(certificates: Path) -> ssl.SSLContext:
 def run(loop: str, coroutine: Callable[[], Any]) -> Any:
     with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
         return runner.run(coroutine())
-
-
-def malloced() -> int | None:
-    """Bytes glibc's malloc has handed out and not had back (Python's and OpenSSL's);
-    None without glibc's ``mallinfo2``."""
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-            "uordblks", "fordblks", "keepcost")]  # fmt: skip
-
-    try:
-        mallinfo2 = ctypes.CDLL(None).mallinfo2
-    except AttributeError:
-        return None
-    mallinfo2.restype = MallInfo2
-    info = mallinfo2()
-    return int(info.uordblks + info.hblkhd)
 
 
 async def open_idle(

@@ -116,6 +116,7 @@ class Crawler:
             clock=clock,
         )
         self._frontier.max_hosts = self._capacity.hosts
+        fetcher.hold_hosts(self._capacity.hosts)
         self._worker = config.leases.worker
         self._seen = SeenSet(store, config.limits.expected_urls, config.limits.bloom_error)
         self._metrics = metrics
@@ -412,6 +413,7 @@ class Crawler:
             )
             self._capacity.adjust(load)
             frontier.max_hosts = self._capacity.hosts
+            self._fetcher.hold_hosts(self._capacity.hosts)
 
     async def _refill_loop(self) -> None:
         next_look = 0.0

@@ -329,6 +329,10 @@ class Fetcher(AsyncResource):
         ``turn_in`` seconds from now, unless the cached answer lasts until then."""
         self._resolver.prefetch(key_hostname(host), turn_in)
 
+    def hold_hosts(self, hosts: int) -> None:
+        """Size the resolver's cache for a crawl that may hold ``hosts`` hosts."""
+        self._resolver.hold_hosts(hosts)
+
     async def close(self) -> None:
         """Close the client and its connections; safe to call more than once."""
         if self._client is not None:

@@ -15,10 +15,15 @@ Where the addresses come from, in order:
 - the hosts file (``--hosts-file``, /etc/hosts by default), read once at the start, as
   the system's resolver reads it when nsswitch lists ``files`` before ``dns``;
 - the cache: each host's answer is kept until its DNS TTL runs out (clamped to
-  ``MIN_TTL`` .. ``MAX_TTL``), at most ``cache_size`` hosts, least recently used first out;
+  ``MIN_TTL`` .. ``MAX_TTL``), at most ``cache_size`` hosts or one and a half times the
+  hosts the crawl may hold, whichever is more (:meth:`GuardedResolver.hold_hosts`),
+  least recently used first out;
 - a :class:`DnsBackend`: :class:`AiodnsBackend` (c-ares, asynchronous, A and AAAA)
   by default, against the system's name servers or ``--nameserver`` ones. c-ares keeps
-  its own TTL-bounded query cache behind this one.
+  every answer it gets for the answer's TTL (up to an hour) in a cache of its own, about
+  2 KB a name, which aiodns gives no way to turn off and which the cache above makes
+  redundant; so a c-ares channel answers ``CHANNEL_NAMES`` lookups and is then replaced
+  by a fresh one, closed once its last lookup is answered.
 
 Lookups are made ahead of need, so that a slow resolver does not hold up a fetch at its
 host's turn: :meth:`GuardedResolver.prefetch` is called when a host is leased and when
@@ -65,6 +70,10 @@ PREFETCH_LEAD = 2.0
 PREFETCH_MARGIN = 1.0
 """Seconds a cached answer must outlast a host's turn for no lookup to be needed (the
 fetch connects a little after its turn)."""
+CHANNEL_NAMES = 1_000
+"""Lookups one c-ares channel makes before a fresh one takes over, which bounds c-ares's
+own cache to about 2 MB: at a hundred new names a second it held 60-80 MB in the world
+benchmark (TTLs of 5 minutes), and would hold 800 MB at TTLs of an hour."""
 
 
 class BlockedAddress(OSError):
@@ -92,20 +101,44 @@ class DnsBackend(Protocol):
 
 
 class AiodnsBackend:
-    """DNS through c-ares (aiodns): A and AAAA queries, asked together."""
+    """DNS through c-ares (aiodns): A and AAAA queries, asked together, on a channel that
+    is replaced after ``channel_names`` lookups (see ``CHANNEL_NAMES``)."""
 
-    def __init__(self, nameservers: Sequence[str] = ()) -> None:
+    def __init__(self, nameservers: Sequence[str] = (), channel_names: int = CHANNEL_NAMES) -> None:
         self._nameservers = list(nameservers)
+        self._channel_names = channel_names
         self._resolver: aiodns.DNSResolver | None = None
+        self._asked = 0
+        self._inflight: dict[aiodns.DNSResolver, int] = {}
+        """Lookups not yet answered, per channel."""
+
+    async def _channel(self) -> aiodns.DNSResolver:
+        """The channel to ask next: a fresh one once the current one has made its
+        lookups (that one is closed now if no lookup of it is in flight, else when its
+        last one is answered)."""
+        resolver = self._resolver
+        if resolver is None or self._asked >= self._channel_names:
+            if resolver is not None and resolver not in self._inflight:
+                await resolver.close()
+            resolver = self._resolver = aiodns.DNSResolver(nameservers=self._nameservers or None)
+            self._asked = 0
+        self._asked += 1
+        self._inflight[resolver] = self._inflight.get(resolver, 0) + 1
+        return resolver
 
     async def lookup(self, host: str) -> Answer:
-        if self._resolver is None:
-            self._resolver = aiodns.DNSResolver(nameservers=self._nameservers or None)
-        resolver = self._resolver
-        answers = await asyncio.gather(
-            resolver.query_dns(host, "A"), resolver.query_dns(host, "AAAA"),
-            return_exceptions=True,
-        )  # fmt: skip
+        resolver = await self._channel()
+        try:
+            answers = await asyncio.gather(
+                resolver.query_dns(host, "A"), resolver.query_dns(host, "AAAA"),
+                return_exceptions=True,
+            )  # fmt: skip
+        finally:
+            left = self._inflight.pop(resolver) - 1
+            if left:
+                self._inflight[resolver] = left
+            elif resolver is not self._resolver:
+                await resolver.close()
         found: Answer = []
         for answer in answers:
             if isinstance(answer, BaseException):
@@ -121,9 +154,11 @@ class AiodnsBackend:
         return found
 
     async def close(self) -> None:
-        if self._resolver is not None:
-            await self._resolver.close()
-            self._resolver = None
+        channels = {*self._inflight, *([self._resolver] if self._resolver else [])}
+        self._resolver = None
+        self._inflight.clear()
+        for resolver in channels:
+            await resolver.close()
 
 
 class HostsFile:
@@ -236,7 +271,7 @@ class GuardedResolver:
         self._hosts = hosts or HostsFile()
         self._backend = backend or AiodnsBackend()
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
-        self._cache_size = cache_size
+        self._least_size = self._cache_size = cache_size
         self._min_ttl = min_ttl
         self._clock = clock
         self._prefetch_limit = prefetch_limit
@@ -249,6 +284,12 @@ class GuardedResolver:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         """Lookups ahead of need not due yet, by name."""
         self.stats = ResolverStats()
+
+    def hold_hosts(self, hosts: int) -> None:
+        """Keep the answers of at least one and a half times ``hosts`` names: the hosts a
+        crawl holds come back to their names turn after turn, and a cache smaller than
+        them drops the name of the host whose turn is next."""
+        self._cache_size = max(self._least_size, hosts * 3 // 2)
 
     @property
     def cached(self) -> int:
