@@ -86,6 +86,18 @@ def address_limit(hosts: int, politeness: Politeness) -> int:
     return max(politeness.per_ip, min(politeness.per_ip_max, politeness.per_ip * root))
 
 
+def _add(ids: list[int], host_id: int) -> None:
+    """Put ``host_id`` in one of an address's lists of hosts, once."""
+    if host_id not in ids:
+        ids.append(host_id)
+
+
+def _drop(ids: list[int], host_id: int) -> None:
+    """Take ``host_id`` out of one of an address's lists of hosts, if it is there."""
+    if host_id in ids:
+        ids.remove(host_id)
+
+
 @dataclass(slots=True, eq=False)
 class IpSlot:
     """Politeness state of one server address, shared by every host name on it."""
@@ -383,8 +395,8 @@ class HostScheduler:
         slot.ip = None
         if address is not None:
             ip = slot.ip = self._site_on(address, slot.id)
-            if slot.generation is not None and slot.id not in ip.held:
-                ip.held.append(slot.id)
+            if slot.generation is not None:
+                _add(ip.held, slot.id)
             self._judge(ip)
         self._schedule(slot)
 
@@ -398,10 +410,8 @@ class HostScheduler:
         limit is at its most (more sites would not change it) and two are counted (so
         an address that counts one site has no other: :meth:`forget`)."""
         ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
-        if (ip.limit < self._politeness.per_ip_max or len(ip.hosts) < 2) and (
-            host_id not in ip.hosts
-        ):
-            ip.hosts.append(host_id)
+        if ip.limit < self._politeness.per_ip_max or len(ip.hosts) < 2:
+            _add(ip.hosts, host_id)
             ip.limit = address_limit(len(ip.hosts), self._politeness)
         return ip
 
@@ -426,21 +436,18 @@ class HostScheduler:
         del self._slots[host_id]
         ip = slot.ip
         if ip is not None:
-            if host_id in ip.waiting:
-                ip.waiting.remove(host_id)
+            _drop(ip.waiting, host_id)
             if not ip.held and not ip.inflight and all(h == host_id for h in ip.hosts):
                 del self._ips[ip.address]
                 self.crowded.discard(ip.address)
         return True
 
     def _hold_on(self, ip: IpSlot, host_id: int) -> None:
-        if host_id not in ip.held:
-            ip.held.append(host_id)
+        _add(ip.held, host_id)
         self._judge(ip)
 
     def _let_go(self, ip: IpSlot, host_id: int) -> None:
-        if host_id in ip.held:
-            ip.held.remove(host_id)
+        _drop(ip.held, host_id)
         self._judge(ip)
 
     def _judge(self, ip: IpSlot) -> None:
@@ -453,8 +460,7 @@ class HostScheduler:
         if slot.inflight >= slot.per_host or slot.robots_pending or slot.resolving:
             return False
         if slot.ip is not None and slot.ip.inflight >= slot.ip.limit:
-            if slot.id not in slot.ip.waiting:
-                slot.ip.waiting.append(slot.id)
+            _add(slot.ip.waiting, slot.id)
             return False
         return bool(slot.queue)
 
