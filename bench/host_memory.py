@@ -9,7 +9,9 @@ trawl's own parts, with the cycle collector tuned as in a crawl: the store in it
 process (so the store's memory is not counted, as in a crawl on two cores or more), the
 frontier leasing ``--hosts`` hosts of bench.world_map's world from it, each host's name
 looked up through the resolver (c-ares) against bench.world_dns and its address assigned,
-and the world's robots.txt of each host parsed and loaded. It prints the crawl process's
+and the world's robots.txt of each host parsed and loaded (the world's hosts share a few
+rule sets, as most of the web's do; ``--unique-robots`` gives each host rules of its own,
+the most a host's rules can cost). It prints the crawl process's
 RSS and the bytes glibc's malloc holds (``mallinfo2``: Python's and c-ares's) per host,
 from after the first tenth of the hosts (the process's own start-up) to the end. What an
 open connection adds is bench.connection_memory's figure.
@@ -48,8 +50,14 @@ MEMORY_QUEUE = 10_000
 """The crawl's default ``--memory-queue``."""
 
 
+def _robots(host: Host, unique: bool) -> bytes:
+    """The host's robots.txt, with a rule of its own when ``unique``."""
+    own = f"Disallow: /{host.name}/\n" if unique else ""
+    return (host.robots() + own).encode()
+
+
 async def _hold(
-    hosts: Sequence[Host], urls: int, dns_port: int, data: Path
+    hosts: Sequence[Host], urls: int, dns_port: int, data: Path, unique_robots: bool
 ) -> tuple[float, float, int]:
     """RSS and malloc'd bytes a host, and the hosts held at the end."""
     by_name = {host.name: host for host in hosts}
@@ -82,7 +90,7 @@ async def _hold(
                     found = await asyncio.gather(*(resolver.addresses(s.name) for s in part))
                     for slot, addresses in zip(part, found, strict=True):
                         scheduler.assign_address(slot, addresses[0])
-                        robots = by_name[slot.name].robots().encode()
+                        robots = _robots(by_name[slot.name], unique_robots)
                         slot.robots_loaded(parse_robots(robots, "trawl"), time.monotonic() + 86_400)
                 gc.collect()
                 figures.append((frontier.holding, rss(), malloced()))
@@ -96,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--urls", type=int, default=3, help="URLs stored a host")
+    parser.add_argument(
+        "--unique-robots", action="store_true", help="no two hosts' robots.txt rules alike"
+    )
     args = parser.parse_args(argv)
     world = World(WorldParams(args.hosts, 30))
     hosts = [host for host in world.hosts() if host.dns is Dns.OK]
@@ -110,11 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             assert dns.stdout is not None
             dns.stdout.readline()
             with young_gc_threshold():
-                per_rss, per_malloc, held = asyncio.run(_hold(hosts, args.urls, port, Path(tmp)))
+                per_rss, per_malloc, held = asyncio.run(
+                    _hold(hosts, args.urls, port, Path(tmp), args.unique_robots)
+                )
         finally:
             dns.terminate()
             dns.wait()
-    print(f"{held} hosts held, {args.urls} URLs stored a host, no connection open")
+    rules = "rules of its own" if args.unique_robots else "the world's rules"
+    print(f"{held} hosts held, {args.urls} URLs stored a host, {rules}, no connection open")
     print(f"a queued host: {per_rss:.0f} B of RSS, {per_malloc:.0f} B malloc'd")
     return 0
 

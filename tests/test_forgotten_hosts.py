@@ -49,7 +49,7 @@ def test_a_host_given_back_is_forgotten_with_its_address_when_it_was_its_only_si
     scheduler.assign_address(again, ADDRESS)
     assert again.ip is not None
     assert again.ip is not slot.ip
-    assert again.ip.hosts == [1]
+    assert again.ip.hosts == (1,)
 
 
 def test_an_address_of_several_sites_keeps_their_count_when_one_is_forgotten() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import time
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from trawl.politeness.robots_parser import (
     ALLOW_ALL,
     DISALLOW_ALL,
+    SCANNED_RULES,
     RobotsRules,
     agent_token,
     parse_robots,
@@ -314,6 +317,56 @@ def test_matching_stays_fast_with_many_rules() -> None:
     assert time.perf_counter() - start < 0.5
     assert not rules.allowed(f"{SITE}/wiki/Special:Page1999/x")
     assert rules.allowed(f"{SITE}/wiki/Special:Page1999/x/y.css")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rules=st.lists(
+        st.tuples(st.booleans(), st.text(alphabet="ab/*", max_size=6), st.booleans()),
+        min_size=1,
+        max_size=SCANNED_RULES,
+    ),
+    path=st.text(alphabet="ab/", max_size=8).map(lambda p: "/" + p),
+)
+def test_a_few_rules_matched_one_by_one_agree_with_their_index(
+    rules: list[tuple[bool, str, bool]], path: str
+) -> None:
+    lines = "".join(
+        f"{'allow' if allow else 'disallow'}: /{pattern}{'$' if anchored else ''}\n"
+        for allow, pattern, anchored in rules
+    )
+    padding = "".join(f"disallow: /zz{n}\n" for n in range(SCANNED_RULES))
+    scanned = _rules(f"user-agent: *\n{lines}")
+    indexed = _rules(f"user-agent: *\n{lines}{padding}")
+    assert scanned.allowed(f"{SITE}{path}") is indexed.allowed(f"{SITE}{path}")
+
+
+def _held(bodies: list[str]) -> tuple[list[RobotsRules], int]:
+    """The rules of ``bodies``, and the bytes they hold."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        rules = [_rules(body) for body in bodies]
+        gc.collect()
+        return rules, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_hosts_whose_files_give_the_same_rules_share_them() -> None:
+    rules = "user-agent: *\ndisallow: /wp-admin/\nallow: /wp-admin/admin-ajax.php\n"
+    alike = [f"{rules}sitemap: https://h{n}.example/sitemap.xml\n" for n in range(2_000)]
+    apart = [
+        f"{rules}disallow: /h{n}/\nsitemap: https://h{n}.example/sitemap.xml\n"
+        for n in range(2_000)
+    ]
+    shared, shared_bytes = _held(alike)
+    own, own_bytes = _held(apart)
+    assert all(r.allowed(f"{SITE}/wp-admin/admin-ajax.php") for r in shared + own)
+    assert not any(r.allowed(f"{SITE}/wp-admin/x") for r in shared + own)
+    assert shared_bytes / len(alike) < 250  # the rules object and its sitemap
+    assert own_bytes / len(apart) > 2 * shared_bytes / len(alike)
 
 
 # --- responses, URLs, tokens ----------------------------------------------------------

@@ -237,6 +237,12 @@ class _Cached:
     expires: float
 
 
+def _cache_name(host: str) -> str:
+    """``host`` in lower case without a final dot: the string itself when it is so
+    already (as a crawl's host names are), so that the cache's key is no copy of it."""
+    return (host if host.islower() else host.lower()).rstrip(".")
+
+
 def _literal(name: str) -> str | None:
     """``name`` (lower case, bracketed or not) as an IP address literal, or None when it
     is a host name. Only a name that starts with a digit (IPv4) or holds a colon (IPv6)
@@ -298,7 +304,7 @@ class GuardedResolver:
 
     async def addresses(self, host: str) -> tuple[str, ...]:
         """The permitted addresses of ``host``; BlockedAddress or NameNotFound if none."""
-        name = host.lower().rstrip(".")
+        name = _cache_name(host)
         literal = _literal(name)
         if literal is not None:
             found: tuple[str, ...] = (literal,)
@@ -368,7 +374,7 @@ class GuardedResolver:
         """Make sure an answer for ``host`` is cached ``within`` seconds from now (its
         next turn), looking it up in the background ahead of then if it will not be.
         Returns at once."""
-        name = host.lower().rstrip(".")
+        name = _cache_name(host)
         entry = self._cache.get(name)
         if entry is not None and entry.expires > self._clock() + within + PREFETCH_MARGIN:
             return
