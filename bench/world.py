@@ -238,8 +238,10 @@ class WorldResult:
                 f"{k}: {v}" for k, v in sorted(self.max_inflight_per_shared_address.items()))),
             ("store vs truth", f"{a.missing} missing, {a.unexpected} unexpected, "
                                f"{a.discovered_diff} discovered differently"),
-            ("store vs log", f"{a.duplicate_200s} duplicate 200s, {a.unrecorded_200s} "
-                             f"unrecorded 200s, {a.disallowed_requests} disallowed requests"),
+            ("store vs log", f"{a.duplicate_200s} duplicate 200s ({a.late_repeats} more "
+                             "after an answer at the timeout), "
+                             f"{a.unrecorded_200s} unrecorded 200s, "
+                             f"{a.disallowed_requests} disallowed requests"),
             ("flaky DNS hosts", f"{a.flaky_recovered} of {a.flaky_reached} fetched"),
             ("verdict", "; ".join(self.failures) or "correct"),
         ]  # fmt: skip

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.world_map import GroundTruth, Host, World
 from bench.world_server import ABANDONED, RETRY_AFTER
+from trawl.config import Timeouts
 
 __all__ = [
     "Audit", "Request", "StoredURL", "Violation", "audit_store", "max_inflight_by", "parse",
@@ -39,6 +40,10 @@ TIMEOUT = "timeout"
 page, a loaded machine) is recorded as that and queued again, so it is not unrecorded."""
 DONE = 2
 """trawl's state of a URL fetched for good (trawl.store.values.State.DONE)."""
+LATE_ANSWER = Timeouts().total - 1.0
+"""Seconds after which an answer may land after trawl's fetch timeout fired (its clock
+starts before the request is sent, the server's when it arrives): such a page, fetched
+again, was served twice and read once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +176,10 @@ class Audit:
     """URLs in trawl's store but not in the ground truth's discovered set, and the other
     way round (a complete crawl only)."""
     duplicate_200s: int
-    """200s served for a page beyond the first."""
+    """200s served for a page beyond the first, but for those after an answer at trawl's
+    timeout (``late_repeats``)."""
+    late_repeats: int
+    """200s served for a page again after an answer that took ``LATE_ANSWER`` or more."""
     unrecorded_200s: int
     """Pages served with 200 before trawl was stopped that trawl's store lacks."""
     disallowed_requests: int
@@ -217,8 +225,8 @@ def audit_store(
     """Compare the store with the log and, when the crawl was not stopped (``stopped_ns``
     None, the monotonic time trawl was sent SIGINT otherwise), with the ground truth.
     A 200 written after trawl was stopped may never have been read, so it is excused."""
-    served: Counter[str] = Counter()
-    unrecorded = disallowed = 0
+    latest_served: dict[str, Request] = {}
+    unrecorded = disallowed = duplicates = late_repeats = 0
     examples: list[str] = []
     for request in requests:
         if request.path == "/private/":
@@ -227,7 +235,15 @@ def audit_store(
         if found is None:
             continue
         url = found[1]
-        served[url] += 1
+        earlier = latest_served.get(url)
+        if earlier is not None:
+            took = (earlier.end - earlier.start) / 1e9
+            if took >= LATE_ANSWER:
+                late_repeats += 1
+            else:
+                duplicates += 1
+                examples.append(f"served twice: {url} (the first answer took {took:.2f} s)")
+        latest_served[url] = request
         state, _, error = store.get(url, (None, None, None))
         # Given up just as the answer came (a loaded machine, a slow page): the URL is
         # recorded as a timeout and queued again, not lost.
@@ -256,7 +272,8 @@ def audit_store(
         missing=len(missing),
         unexpected=len(unexpected),
         discovered_diff=len(discovered_diff),
-        duplicate_200s=sum(n - 1 for n in served.values() if n > 1),
+        duplicate_200s=duplicates,
+        late_repeats=late_repeats,
         unrecorded_200s=unrecorded,
         disallowed_requests=disallowed,
         flaky_recovered=flaky_recovered,

@@ -15,7 +15,15 @@ from pathlib import Path
 import aiodns
 import pytest
 from bench.world import WorldResult, run_world
-from bench.world_log import TIMEOUT, Request, audit_store, parse, politeness, read_store
+from bench.world_log import (
+    LATE_ANSWER,
+    TIMEOUT,
+    Request,
+    audit_store,
+    parse,
+    politeness,
+    read_store,
+)
 from bench.world_map import Behaviour, Dns, Host, World, WorldParams, ground_truth, own_address
 from bench.world_monitor import Sample, settled_rss
 from bench.world_server import MEDIAN
@@ -188,6 +196,13 @@ def test_a_page_served_twice_or_not_recorded_is_detected(
     audit = audit_store(world, ground_truth(world), [*requests, again], store, None)
     assert audit.duplicate_200s == 1
     assert audit.problems(complete=True)
+    took = (page.end - page.start) / 1e9
+    assert any(e.startswith("served twice:") and f"{took:.2f} s" in e for e in audit.examples)
+    # An answer written as trawl's fetch timeout fired, fetched again: read once.
+    late = dataclasses.replace(page, end=page.start + int(LATE_ANSWER * 1e9))
+    others = [r for r in requests if r is not page]
+    audit = audit_store(world, ground_truth(world), [late, *others, again], store, None)
+    assert (audit.duplicate_200s, audit.late_repeats) == (0, 1)
     url = world.host(world.index_of(page.host) or 0).root + page.path
     del store[url]
     audit = audit_store(world, ground_truth(world), requests, store, None)
