@@ -67,7 +67,8 @@ PURE_TESTS := \
 	tests/test_recrawl.py tests/test_freshness.py tests/test_seen.py tests/test_committer.py \
 	tests/test_known_ids.py tests/test_hosts.py tests/test_per_ip.py tests/test_frontier.py \
 	tests/test_compiled.py tests/test_crawl.py tests/test_depth.py tests/test_traps.py \
-	tests/test_extract_pool.py tests/test_cli.py tests/test_text.py
+	tests/test_extract_pool.py tests/test_cli.py tests/test_text.py \
+	tests/test_forgotten_hosts.py tests/test_breaker.py
 
 # What a build reads (setup.py, pyproject.toml, README.md and src/), copied to
 # $(PURE)/checkout without compiled modules or caches: pip builds a local directory in

@@ -53,6 +53,7 @@ COMPILED = (
     "frontier.seen",
     "frontier.known_ids",
     "frontier.inlinks",
+    "politeness.slots",
     "politeness.scheduler",
 )
 """Modules of trawl compiled by mypyc, named below the package (tests/conftest.py checks

@@ -14,7 +14,8 @@ from test_frontier import discovered
 from trawl.config import Breaker, LeasePolicy, Politeness
 from trawl.demo import Response, Route, Site, SiteServer
 from trawl.frontier.queue import RECHECK, Frontier
-from trawl.politeness.scheduler import HostScheduler, HostSlot
+from trawl.politeness.scheduler import HostScheduler
+from trawl.politeness.slots import FAILURES_KEPT, HostSlot
 from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, QueuedURL, Release
 
@@ -103,15 +104,72 @@ def test_a_host_with_state_the_store_does_not_keep_is_not_forgotten() -> None:
     failing = given_back(scheduler, 3, None)
     failing.count_request(True, Breaker())
     assert not scheduler.forget(failing.id)
-    refused = given_back(scheduler, 4, None)
-    refused.give_up("gave up")
-    assert not scheduler.forget(refused.id)
+    shut_out = given_back(scheduler, 4, None)
+    shut_out.robots_shut_out("unreachable", until=3600.0)
+    assert not scheduler.forget(shut_out.id)
     unavailable = given_back(scheduler, 5, None)
     unavailable.robots_unavailable(until=3600.0)
     assert not scheduler.forget(unavailable.id)
     assert {slot.id for slot in scheduler.slots()} == {1, 2, 3, 4, 5}
     busy.job_settled()
     assert scheduler.forget(busy.id)
+
+
+def test_what_the_store_does_not_keep_is_forgotten_once_it_has_lapsed() -> None:
+    now = [0.0]
+    scheduler = HostScheduler(Politeness(delay=1.0, response_factor=0.0), lambda: now[0])
+    shut_out = given_back(scheduler, 1, ADDRESS)
+    shut_out.robots_shut_out("unreachable", until=300.0)
+    unavailable = given_back(scheduler, 2, None)
+    unavailable.robots_unavailable(until=400.0)
+    failing = given_back(scheduler, 3, None)
+    failing.count_request(True, Breaker())  # rests until 1.0 (the delay)
+    for slot in (shut_out, unavailable, failing):
+        assert not scheduler.forget(slot.id)
+    now[0] = 299.0
+    assert scheduler.sweep() == 0
+    now[0] = 300.0
+    assert scheduler.sweep() == 1
+    assert scheduler.find(1) is None
+    again = scheduler.slot(1, "h1.test")  # asked anew, as the kept slot would have been
+    assert (again.refused, again.robots, again.robots_failures) == (None, None, 0)
+    now[0] = 1.0 + FAILURES_KEPT
+    assert scheduler.sweep() == 2
+    assert {slot.id for slot in scheduler.slots()} == {1}
+
+
+def test_a_host_leased_again_before_its_state_lapses_keeps_its_breaker() -> None:
+    now = [0.0]
+    scheduler = HostScheduler(Politeness(delay=1.0, response_factor=0.0), lambda: now[0])
+    breaker = Breaker(threshold=1, pause=60.0, trips=3)
+    slot = given_back(scheduler, 1, None)
+    verdict = slot.count_request(True, breaker)
+    assert verdict.tripped
+    scheduler.pause(slot, verdict.pause)  # rests until 60
+    assert not scheduler.forget(slot.id)
+    now[0] = 100.0
+    scheduler.lease(slot, 2, 160.0)  # leased again: the sweep passes it over
+    now[0] = 60.0 + FAILURES_KEPT
+    assert scheduler.sweep() == 0
+    assert scheduler.find(1) is slot
+    verdict = slot.count_request(True, breaker)
+    assert verdict.pause == 2 * breaker.pause  # the second trip, not a first one
+    scheduler.pause(slot, verdict.pause)
+    scheduler.end_lease(slot)
+    assert not scheduler.forget(slot.id)  # kept anew, from its new rest
+    now[0] += verdict.pause + FAILURES_KEPT
+    assert scheduler.sweep() == 1
+
+
+def test_a_host_given_up_is_forgotten_but_stays_refused_for_the_run() -> None:
+    scheduler = HostScheduler(Politeness(), lambda: 0.0)
+    refused = given_back(scheduler, 1, ADDRESS)
+    refused.give_up("host_failing")
+    assert scheduler.forget(refused.id)
+    assert list(scheduler.slots()) == []
+    again = scheduler.slot(1, "h1.test")
+    assert again.refused == "host_failing"
+    assert scheduler.slot(2, "h2.test").refused is None
 
 
 def test_a_forgotten_host_waiting_on_its_address_is_passed_over() -> None:
@@ -136,24 +194,33 @@ def test_a_forgotten_host_waiting_on_its_address_is_passed_over() -> None:
     assert scheduler.pop_ready() is None
 
 
+async def asked_once(
+    store: SQLiteStore, now: list[float]
+) -> tuple[HostScheduler, Frontier, HostSlot]:
+    """A frontier over ``store`` holding one host at a time, and its one host, leased and
+    asked once (it rests 5 s from ``now``)."""
+    await store.commit(discovered("a.pong.test", 1))
+    scheduler = HostScheduler(Politeness(delay=5.0, response_factor=0.0), lambda: now[0])
+
+    async def commit_release(release: Release) -> None:
+        await store.commit(CommitBatch(releases=[release]))
+
+    frontier = Frontier(
+        store, scheduler, capacity=4, on_release=commit_release, clock=lambda: now[0]
+    )
+    frontier.max_hosts = 1
+    await frontier.refill()
+    (first,) = frontier.held
+    scheduler.take(first)
+    scheduler.started(first)
+    scheduler.finished(first, 0.1)
+    return scheduler, frontier, first
+
+
 async def test_the_frontier_forgets_a_host_once_its_release_is_committed(tmp_path: Path) -> None:
     now = [100.0]
     async with SQLiteStore(tmp_path) as store:
-        await store.commit(discovered("a.pong.test", 1))
-        scheduler = HostScheduler(Politeness(delay=5.0, response_factor=0.0), lambda: now[0])
-
-        async def commit_release(release: Release) -> None:
-            await store.commit(CommitBatch(releases=[release]))
-
-        frontier = Frontier(
-            store, scheduler, capacity=4, on_release=commit_release, clock=lambda: now[0]
-        )
-        frontier.max_hosts = 1
-        await frontier.refill()
-        (first,) = frontier.held
-        scheduler.take(first)
-        scheduler.started(first)
-        scheduler.finished(first, 0.1)  # it rests 5 s from now
+        scheduler, frontier, first = await asked_once(store, now)
         now[0] += RECHECK
         await frontier.refill()  # nothing more to claim, every host slot taken: given back
         assert frontier.holding == 0
@@ -169,6 +236,25 @@ async def test_the_frontier_forgets_a_host_once_its_release_is_committed(tmp_pat
         # The rest it was given back with came from the store (less the time since).
         rest = 5.0 - RECHECK
         assert rest - 1.0 < scheduler.turn_in(again) <= rest
+
+
+async def test_a_refill_forgets_a_failing_host_given_back_once_its_count_lapses(
+    tmp_path: Path,
+) -> None:
+    now = [100.0]
+    async with SQLiteStore(tmp_path) as store:
+        scheduler, frontier, first = await asked_once(store, now)
+        first.count_request(True, Breaker())  # the request failed
+        now[0] += RECHECK
+        await frontier.refill()  # given back
+        frontier.released([first.id])
+        assert scheduler.find(first.id) is first  # kept, for its failure
+        now[0] = first.next_ready + FAILURES_KEPT
+        await frontier.refill()  # forgotten, then leased again for its URL
+        (again,) = frontier.held
+        assert again.id == first.id
+        assert again is not first
+        assert again.failures == 0
 
 
 async def test_a_host_whose_lease_was_lost_is_forgotten(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from trawl.config import Politeness
 from trawl.extract.urls import url_hash
 from trawl.frontier.queue import RECHECK, Frontier
-from trawl.politeness.scheduler import HostScheduler, HostSlot
+from trawl.politeness.scheduler import HostScheduler
+from trawl.politeness.slots import HostSlot
 from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, Lease, NewURL, QueuedURL
 

@@ -9,7 +9,8 @@ import pytest
 
 from trawl.config import Breaker, Politeness
 from trawl.politeness.robots_parser import DISALLOW_ALL, parse_robots
-from trawl.politeness.scheduler import BreakerVerdict, HostScheduler, HostSlot
+from trawl.politeness.scheduler import HostScheduler
+from trawl.politeness.slots import BreakerVerdict, HostSlot
 from trawl.store.values import QueuedURL
 
 

@@ -19,7 +19,7 @@ from trawl.demo import Site, SiteServer
 from trawl.extract.pool import ExtractPool, ExtractSettings
 from trawl.extract.urls import host_key, url_hash
 from trawl.politeness.robots_parser import agent_token
-from trawl.politeness.scheduler import HostSlot
+from trawl.politeness.slots import HostSlot
 from trawl.store.sqlite.store import SQLiteStore
 from trawl.store.values import CommitBatch, NewURL
 

@@ -49,7 +49,8 @@ from trawl.ops.summary import Summary
 from trawl.politeness.robots import RobotsGate
 from trawl.politeness.robots_parser import DISALLOW_ALL, agent_token
 from trawl.politeness.rules import BLOCKED_ERROR, LiveRules
-from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
+from trawl.politeness.scheduler import Clock, HostScheduler
+from trawl.politeness.slots import HostSlot
 from trawl.store.protocols import Store
 from trawl.store.values import CommitBatch, CommitResult, Fence, Release
 

@@ -27,7 +27,8 @@ from trawl.freshness.sitemaps import host_sitemaps, queue_sitemaps
 from trawl.frontier.queue import Frontier
 from trawl.politeness.robots import RobotsGate
 from trawl.politeness.robots_parser import DISALLOW_ALL
-from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
+from trawl.politeness.scheduler import Clock, HostScheduler
+from trawl.politeness.slots import HostSlot
 from trawl.store.protocols import Store
 from trawl.store.values import CommitBatch, Fence, HostUpdate
 

@@ -51,7 +51,8 @@ from trawl.freshness.recrawl import body_hash, failed_due, revisit
 from trawl.freshness.sitemap_parser import MAX_BYTES as SITEMAP_MAX_BYTES
 from trawl.freshness.sitemaps import read_sitemap, redirected
 from trawl.politeness.rules import LiveRules
-from trawl.politeness.scheduler import HostScheduler, HostSlot
+from trawl.politeness.scheduler import HostScheduler
+from trawl.politeness.slots import HostSlot
 from trawl.render.renderer import RENDERED_TYPE, Renderer
 from trawl.store.values import (
     CommitBatch,

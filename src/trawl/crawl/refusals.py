@@ -4,7 +4,8 @@ trawl must not connect to, a host that is unreachable or kept failing)."""
 
 from __future__ import annotations
 
-from trawl.politeness.scheduler import HostScheduler, HostSlot
+from trawl.politeness.scheduler import HostScheduler
+from trawl.politeness.slots import HostSlot
 from trawl.store.values import CommitBatch, Outcome, QueuedURL, State
 
 

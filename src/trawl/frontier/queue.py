@@ -28,7 +28,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from trawl.config import START_HOSTS, LeasePolicy
-from trawl.politeness.scheduler import Clock, HostScheduler, HostSlot
+from trawl.politeness.scheduler import Clock, HostScheduler
+from trawl.politeness.slots import HostSlot
 from trawl.store.protocols import LeasedFrontier
 from trawl.store.values import QueuedURL, Release
 
@@ -149,13 +150,15 @@ class Frontier:
 
     async def refill(self) -> int:
         """Lease more hosts if there is room, claim due URLs for held hosts whose buffer
-        runs low, give back held hosts that have nothing left; return URLs claimed.
+        runs low, give back held hosts that have nothing left, forget hosts given back
+        whose kept state has lapsed (:meth:`HostScheduler.sweep`); return URLs claimed.
 
         While this runs, claimed URLs are neither queued in the store nor buffered yet:
         ``refilling`` says so, and the engine does not call the crawl finished meanwhile.
         """
         self.refilling = True
         try:
+            self._scheduler.sweep()
             await self._shed()
             await self._lease_more()
             return await self._claim()

@@ -24,12 +24,15 @@ so the address's limit grows with the sites behind it, not with the cohort held.
 
 Slots are kept for the hosts held, not for every host of the run: a host given back whose
 release is committed, or whose lease was lost, is forgotten
-(:meth:`HostScheduler.forget`) unless something of it is not in the store (its breaker
-counts, a refusal, robots.txt unavailable), so the scheduler's memory follows the hosts
-held however many hosts a crawl meets. A new lease of a forgotten host takes its rest
-time and cached robots.txt from the store. Its address's slot goes with it when it was
-the address's only site; an address of several sites keeps their count, and stops
-counting once its limit is at ``per_ip_max``.
+(:meth:`HostScheduler.forget`), so the scheduler's memory follows the hosts held however
+many hosts a crawl meets. What of a host the store does not keep is kept only while it
+matters (:meth:`HostSlot.kept_until`): a refusal or an unavailable robots.txt until the
+host is to be asked anew, breaker counts until ``FAILURES_KEPT`` after the host's rest
+(:meth:`HostScheduler.sweep` forgets the host then); a host given up for the run leaves
+only its reason, which a new slot of it takes up. A new lease of a forgotten host takes
+its rest time and cached robots.txt from the store. Its address's slot goes with it when
+it was the address's only site; an address of several sites keeps their count, and
+stops counting once its limit is at ``per_ip_max``.
 
 How long a host whose turn had come waited for a request slot (from its ready time, or
 from when it was put in the heap when that is later: its buffer was empty, or its
@@ -46,9 +49,7 @@ Delay rule, applied when a response completes::
 429 and 503 responses push ``next_ready`` further by the retry delay (Retry-After or
 backoff), so the whole host waits, not just the URL.
 
-A slot owns its state: the crawl's jobs change it only through the slot's methods, which
-keep its circuit breaker (:meth:`HostSlot.count_request`), its robots.txt state (the
-``robots_*`` methods) and whether its URLs are refused at all (:meth:`HostSlot.give_up`).
+The slots themselves, and the state they keep, are trawl.politeness.slots.
 
 A host of a site with its own ``delay`` or ``per_host`` (trawl.sites) uses those in place
 of the crawl's, for its own turns and for the spacing of its starts on its address; the
@@ -59,25 +60,18 @@ Time comes from an injected clock (monotonic seconds) so the maths is testable e
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
-from trawl.config import Breaker, Politeness
-from trawl.politeness.robots_parser import DISALLOW_ALL, RobotsRules
+from trawl.config import Politeness
+from trawl.politeness.slots import HostSlot, IpSlot
 from trawl.sites.rules import Sites
 from trawl.store.values import QueuedURL
 
 Clock = Callable[[], float]
-
-CROWD = 4
-"""Hosts held on an address, in units of its limit, past which it is crowded: enough
-that each host resting up to four of the address's delays between its own turns still
-keeps the address at its limit."""
 
 
 def address_limit(hosts: int, politeness: Politeness) -> int:
@@ -96,204 +90,6 @@ def _drop(ids: tuple[int, ...], host_id: int) -> tuple[int, ...]:
     return tuple(h for h in ids if h != host_id) if host_id in ids else ids
 
 
-@dataclass(slots=True, eq=False)
-class IpSlot:
-    """Politeness state of one server address, shared by every host name on it."""
-
-    address: str
-    inflight: int = 0
-    next_ready: float = 0.0
-    waiting: tuple[int, ...] = ()
-    """The hosts that wanted a turn while the address had no request slot, first first."""
-    hosts: tuple[int, ...] = ()
-    """The hosts seen on the address in this run, until there are enough for the largest
-    limit (and at least two)."""
-    held: tuple[int, ...] = ()
-    """The hosts on the address this worker holds a lease on.
-
-    Tuples, not sets or lists: most addresses have one site (48 bytes, or none for an
-    empty one, where a list takes 56-88 and a set 216), and none counts more than the few
-    hundred sites of the largest limit."""
-    limit: int = 1
-    """Requests in flight at most, and request starts per delay."""
-
-    @property
-    def crowded(self) -> bool:
-        """Whether more hosts of the address would only wait for its turns."""
-        return len(self.held) >= CROWD * self.limit
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerVerdict:
-    """What one request's outcome did to a host's circuit breaker."""
-
-    tripped: bool = False
-    """The host failed ``threshold`` times in a row."""
-    pause: float = 0.0
-    """Seconds the tripped host rests: ``pause``, doubled at each further trip."""
-    gave_up: bool = False
-    """The host tripped more than ``trips`` times: its URLs are failed from now on."""
-
-
-CLOSED = BreakerVerdict()
-"""The breaker lets the host's requests through."""
-
-
-@dataclass(slots=True, eq=False)
-class HostSlot:
-    """Politeness and queue state of one host."""
-
-    id: int
-    name: str
-    queue: list[QueuedURL] = field(default_factory=list)
-    """The host's buffered URLs, next first: at most a few hundred (trawl.frontier.queue
-    ``MAX_BATCH``), so a list, 56 bytes empty for every host of the run where a deque
-    takes 760."""
-    inflight: int = 0
-    next_ready: float = 0.0
-    robots: RobotsRules | None = None
-    robots_expires: float = 0.0
-    robots_pending: bool = False
-    robots_failures: int = 0
-    refused: str | None = None
-    """Why the host's URLs are not fetched at all (its address is not allowed, or it
-    kept failing)."""
-    ip: IpSlot | None = None
-    resolved: bool = False
-    resolving: bool = False
-    failures: int = 0
-    """Consecutive failed requests (timeouts, connection errors, 5xx)."""
-    trips: int = 0
-    """Times the circuit breaker has paused the host."""
-    heap_key: float | None = None
-    queued_at: float = 0.0
-    """When the host's heap entry was made: its turn may come no earlier, for the wait
-    for a request slot (:attr:`HostScheduler.waited`)."""
-    generation: int | None = None
-    """The generation of this worker's lease on the host (None: not held)."""
-    lease_deadline: float = 0.0
-    """When the lease runs out unless renewed (clock time)."""
-    unsettled: int = 0
-    """Jobs of the host started and not yet handed to the committer."""
-    per_host: int = 1
-    """Requests in flight at most: the crawl's ``per_host``, or its site's."""
-    delay: float = 0.0
-    """Least seconds between requests: the crawl's ``delay``, or its site's."""
-    page_budget: int | None = None
-    """Its site's fetches per host, when the site sets one (trawl.sites.rules)."""
-
-    def lease(self, generation: int, deadline: float) -> None:
-        """This worker holds the host under lease ``generation`` until clock time
-        ``deadline`` unless renewed."""
-        self.generation = generation
-        self.lease_deadline = deadline
-
-    def renew_lease(self, deadline: float) -> None:
-        """The held lease was extended to clock time ``deadline``."""
-        self.lease_deadline = deadline
-
-    def end_lease(self) -> None:
-        """The host is no longer held: given back, or its lease lost to another worker."""
-        self.generation = None
-
-    def backing_off(self) -> bool:
-        """Whether the host's last requests or robots.txt fetches failed."""
-        return bool(self.failures or self.robots_failures)
-
-    def count_request(self, failed: bool, breaker: Breaker) -> BreakerVerdict:
-        """Count a request's outcome against the host's circuit breaker: a success closes
-        it; ``breaker.threshold`` failures in a row trip it."""
-        if not failed:
-            self.failures = self.trips = 0
-            return CLOSED
-        self.failures += 1
-        if self.failures < breaker.threshold:
-            return CLOSED
-        self.failures = 0
-        self.trips += 1
-        if self.trips > breaker.trips:
-            return BreakerVerdict(tripped=True, gave_up=True)
-        return BreakerVerdict(tripped=True, pause=breaker.pause * 2.0 ** (self.trips - 1))
-
-    def give_up(self, reason: str) -> None:
-        """Refuse the host's URLs from now on, with ``reason`` as their error."""
-        self.refused = reason
-
-    def start_resolving(self) -> None:
-        """The host's address is being looked up."""
-        self.resolving = True
-
-    def stop_resolving(self) -> None:
-        """The host's address was looked up, and the host is not kept (another worker
-        serves that address, or it is crowded)."""
-        self.resolving = False
-
-    def start_robots(self) -> None:
-        """The host's robots.txt is being read."""
-        self.robots_pending = True
-
-    def robots_loaded(self, rules: RobotsRules, expires: float) -> None:
-        """The host's robots.txt gave ``rules``, obeyed until clock time ``expires``."""
-        self.refused = None
-        self.robots_failures = 0
-        self.robots = rules
-        self.robots_expires = expires
-        self.robots_pending = False
-
-    def robots_retry(self) -> int:
-        """The host's robots.txt was unavailable and is asked for again: the number of
-        failed tries so far."""
-        self.robots_failures += 1
-        self.robots_pending = False
-        return self.robots_failures
-
-    def robots_not_asked(self) -> None:
-        """The host's robots.txt could not be asked for (no connection could be opened):
-        it is asked again, no failed try counted."""
-        self.robots_pending = False
-
-    def robots_unavailable(self, until: float) -> None:
-        """The host's robots.txt stayed unavailable: everything is disallowed until clock
-        time ``until``, when it is read anew (RFC 9309)."""
-        self.robots_failures = 0
-        self.robots = DISALLOW_ALL
-        self.robots_expires = until
-        self.robots_pending = False
-
-    def robots_shut_out(self, reason: str, until: float) -> None:
-        """The host may not be asked (its address is refused) or gave no robots.txt
-        answer at all: its URLs are refused with ``reason`` until clock time ``until``,
-        when the host is tried anew."""
-        self.robots_unavailable(until)
-        self.refused = reason
-
-    def job_started(self) -> None:
-        """A job of the host started; it is unsettled until handed to the committer."""
-        self.unsettled += 1
-
-    def job_settled(self) -> None:
-        """A job of the host handed its results to the committer (or ended without)."""
-        self.unsettled -= 1
-
-    def lower_depth(self, url_id: int, depth: int) -> None:
-        """A buffered URL was found at a smaller ``depth``: it is fetched at that depth."""
-        for n, held in enumerate(self.queue):
-            if held.id == url_id:
-                if held.depth > depth:
-                    self.queue[n] = dataclasses.replace(held, depth=depth)
-                return
-
-    def needs_robots(self, now: float) -> bool:
-        """True when robots.txt must be (re)fetched before the next URL."""
-        return not self.robots_pending and (self.robots is None or now >= self.robots_expires)
-
-    def idle(self) -> bool:
-        """Nothing buffered, in flight, being resolved or waiting to be committed."""
-        return not (
-            self.queue or self.inflight or self.unsettled or self.robots_pending or self.resolving
-        )
-
-
 class HostScheduler:
     """Chooses which host may send its next request, and when."""
 
@@ -308,6 +104,12 @@ class HostScheduler:
         self._slots: dict[int, HostSlot] = {}
         self._ips: dict[str, IpSlot] = {}
         self._heap: list[tuple[float, int, int]] = []
+        self._kept: dict[int, float] = {}
+        """Hosts given back and not forgotten, and when their state lapses (:meth:`sweep`)."""
+        self._lapses: list[tuple[float, int]] = []
+        """The same, soonest first (a heap; an entry that ``_kept`` no longer has is stale)."""
+        self._given_up: dict[int, str] = {}
+        """Why each host given up for the run and forgotten is refused."""
         self._seq = itertools.count()
         self.buffered = 0
         self.inflight = 0
@@ -327,6 +129,9 @@ class HostScheduler:
         if found is None:
             found = self._slots[host_id] = HostSlot(host_id, name)
             found.per_host, found.delay = self._politeness.per_host, self._politeness.delay
+            reason = self._given_up.pop(host_id, None)
+            if reason is not None:
+                found.give_up(reason)
             site = None if self._sites is None else self._sites.for_host(name)
             if site is not None:
                 if site.per_host is not None:
@@ -415,23 +220,27 @@ class HostScheduler:
         return ip
 
     def forget(self, host_id: int) -> bool:
-        """Drop the state of a host given back, when nothing of it is left to keep: it is
-        idle, its requests and robots.txt did not fail, and it is not refused. Its rest
-        time went to the store with its release and its robots.txt is cached there, so a
-        new lease of it starts from those. The slot of its address goes too when the host
-        was the only site seen there; an address of more sites keeps its count of them.
-        Returns whether the host was forgotten (False too when it has no slot)."""
+        """Drop the state of an idle host given back, unless what the store does not keep
+        of it still matters (:meth:`HostSlot.kept_until`: it is then forgotten when that
+        lapses, by :meth:`sweep`). Its rest time went to the store with its release and
+        its robots.txt is cached there, so a new lease of it starts from those; a host
+        given up leaves its reason, for a new slot of it. The slot of its address goes too
+        when the host was the only site seen there; an address of more sites keeps its
+        count of them. Returns whether the host was forgotten (False too when it has no
+        slot)."""
         slot = self._slots.get(host_id)
-        if (
-            slot is None
-            or slot.generation is not None
-            or not slot.idle()
-            or slot.refused is not None
-            or slot.backing_off()
-            or slot.trips
-            or slot.robots is DISALLOW_ALL
-        ):
+        if slot is None or slot.generation is not None or not slot.idle():
             return False
+        if slot.refused is not None and slot.refused_until == math.inf:
+            self._given_up[host_id] = slot.refused
+        else:
+            until = slot.kept_until()
+            if until > self._clock():
+                if self._kept.get(host_id) != until:
+                    self._kept[host_id] = until
+                    heapq.heappush(self._lapses, (until, host_id))
+                return False
+        self._kept.pop(host_id, None)
         del self._slots[host_id]
         ip = slot.ip
         if ip is not None:
@@ -440,6 +249,18 @@ class HostScheduler:
                 del self._ips[ip.address]
                 self.crowded.discard(ip.address)
         return True
+
+    def sweep(self) -> int:
+        """Forget the hosts given back whose kept state has lapsed; returns how many."""
+        now = self._clock()
+        lapses = self._lapses
+        forgotten = 0
+        while lapses and lapses[0][0] <= now:
+            until, host_id = heapq.heappop(lapses)
+            if self._kept.get(host_id) == until:
+                del self._kept[host_id]
+                forgotten += self.forget(host_id)
+        return forgotten
 
     def _hold_on(self, ip: IpSlot, host_id: int) -> None:
         ip.held = _add(ip.held, host_id)
