@@ -25,6 +25,23 @@ CLAIM_COLUMNS = (
 trawl.store.values.QueuedURL."""
 
 
+def unsettle(batch: CommitBatch) -> Callable[[], None]:
+    """What puts ``batch`` back as it is now, before :func:`settle_fences` changed it: for
+    a commit tried again after its transaction was rolled back."""
+    outcomes, hosts, items = list(batch.outcomes), list(batch.hosts), list(batch.items)
+    counters, fenced = dict(batch.counters), list(batch.fenced)
+
+    def undo() -> None:
+        batch.outcomes[:] = outcomes
+        batch.hosts[:] = hosts
+        batch.items[:] = items
+        batch.counters.clear()
+        batch.counters.update(counters)
+        batch.fenced = list(fenced)
+
+    return undo
+
+
 def settle_fences(batch: CommitBatch, generations: Mapping[int, int]) -> int:
     """Move the fenced parts whose lease still holds (``generations``: each fenced host's
     current lease generation, read in the committing transaction) into the batch's own

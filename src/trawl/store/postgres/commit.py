@@ -5,24 +5,37 @@ Each statement works on whole arrays (``unnest``), so its cost does not grow wit
 trips as the batch grows. Host rows the batch will change are locked first, in id
 order, so concurrent commits wait for each other instead of deadlocking, and a discovery
 budget holds across them: the insert of new URLs stops at each host's discovery budget
-inside the insert statement itself.
+inside the insert statement itself. Counters are rows too, written by two statements
+(the URLs discovered in the insert, the batch's own at the end), so two workers' commits
+can still lock two of them in opposite orders: the server then rolls one back, and
+:func:`committed` tries it again (``DEADLOCK_TRIES`` in all).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection
 
+from trawl.errors import StoreError
 from trawl.frontier.priority import priority
 from trawl.store.postgres import sql
 from trawl.store.postgres.content import apply_content, columns
 from trawl.store.postgres.items import write_items
-from trawl.store.rows import host_tallies, settle_fences, shallowest
+from trawl.store.rows import host_tallies, settle_fences, shallowest, unsettle
 from trawl.store.values import DISCOVERY_BUDGET_COUNTER, CommitBatch, CommitResult, Outcome, State
+
+DEADLOCK_TRIES = 3
+"""Times a commit is tried when the server rolls it back to break a deadlock."""
+
+log = logging.getLogger("trawl.store.postgres")
+
+Transaction = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +105,34 @@ async def write(
     if changed:
         await conn.execute(sql.ADD_COUNTERS, (list(changed), list(changed.values())))
     return Written(inserted, handed_out)
+
+
+async def committed(
+    transaction: Transaction,
+    batch: CommitBatch,
+    *,
+    horizon: float,
+    discovery_budget: int | None,
+) -> CommitResult:
+    """Write ``batch`` in a ``transaction`` and read its result; a commit the server
+    rolled back for a deadlock is tried again from the batch as it was given."""
+    undo = unsettle(batch)
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            async with transaction() as conn:
+                written = await write(
+                    conn, batch, horizon=horizon, discovery_budget=discovery_budget
+                )
+        except StoreError as exc:
+            deadlock = isinstance(exc.__cause__, psycopg.errors.DeadlockDetected)
+            if not deadlock or tries >= DEADLOCK_TRIES:
+                raise
+            log.info("a commit deadlocked with another's and was rolled back: trying again")
+            undo()
+            continue
+        return await result(batch, written)
 
 
 async def result(batch: CommitBatch, written: Written) -> CommitResult:

@@ -413,11 +413,9 @@ class PostgresStore(AsyncResource):
         return [QueuedURL(*row[:-1]) for row in rows]
 
     async def commit(self, batch: CommitBatch) -> CommitResult:
-        async with self._transaction() as conn:
-            written = await commit.write(
-                conn, batch, horizon=self._horizon, discovery_budget=self._discovery_budget
-            )
-        return await commit.result(batch, written)
+        return await commit.committed(
+            self._transaction, batch, horizon=self._horizon, discovery_budget=self._discovery_budget
+        )
 
     async def requeue_due(
         self, now: float, limit: int, *, every: bool = False, sitemaps: bool = False
