@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.connection_memory import malloced, rss
-from bench.world import _free_port
+from bench.servers import free_port
 from bench.world_map import Dns, Host, World, WorldParams
 from trawl.config import Politeness
 from trawl.crawl.gc_tuning import young_gc_threshold
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     world = World(WorldParams(args.hosts, 30))
     hosts = [host for host in world.hosts() if host.dns is Dns.OK]
-    port = _free_port(socket.SOCK_DGRAM, "127.0.0.1")
+    port = free_port(socket.SOCK_DGRAM)
     with tempfile.TemporaryDirectory() as tmp:
         dns = subprocess.Popen(
             [sys.executable, "-m", "bench.world_dns", str(args.hosts), "30", "1", "1", "2",

@@ -56,10 +56,11 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def free_port() -> int:
-    """A port nothing listens on now (the kernel's choice)."""
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
+def free_port(kind: int = socket.SOCK_STREAM, address: str = LOOPBACK) -> int:
+    """A port of ``kind`` (TCP, or UDP with ``socket.SOCK_DGRAM``) nothing is bound to on
+    ``address`` now (the kernel's choice; "0.0.0.0": on every address)."""
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind((address, 0))
         port: int = sock.getsockname()[1]
     return port
 

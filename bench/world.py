@@ -51,6 +51,7 @@ from typing import TextIO
 
 import psycopg
 
+from bench.servers import free_port
 from bench.workers import PostgresCpu
 from bench.world_log import (
     Audit,
@@ -67,7 +68,11 @@ from bench.world_monitor import Monitor, Sample, rss_per_held_host, settled_rss
 from bench.world_pg import HostsReader, SharedCrawl, SqliteHosts
 from bench.world_server import ABANDONED, ServerConfig
 
-__all__ = ["WorldResult", "main", "make_certificates", "run_world"]
+__all__ = ["ANY", "WorldResult", "main", "make_certificates", "run_world"]
+
+ANY = "0.0.0.0"
+"""Where the world's server ports must be free: its hosts listen on many loopback
+addresses."""
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -89,13 +94,6 @@ def make_certificates(where: Path) -> tuple[Path, Path, Path]:
              "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "leaf.ext",
              cwd=where)  # fmt: skip
     return where / "ca.pem", where / "leaf.pem", where / "leaf.key"
-
-
-def _free_port(kind: int = socket.SOCK_STREAM, address: str = "0.0.0.0") -> int:
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind((address, 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @dataclass(slots=True)
@@ -404,8 +402,8 @@ class _Run:
 
     def __init__(self, where: Path, processes: int, workers: int) -> None:
         self.where, self.workers = where, workers
-        self.dns_port = _free_port(socket.SOCK_DGRAM, "127.0.0.1")
-        self.metrics_ports = [_free_port(address="127.0.0.1") for _ in range(workers)]
+        self.dns_port = free_port(socket.SOCK_DGRAM)
+        self.metrics_ports = [free_port() for _ in range(workers)]
         self.counts = where / "dns.json"
         self.logs = [where / f"access-{n}.log" for n in range(processes)]
         for log in self.logs:
@@ -604,8 +602,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--store: {str(error).strip().splitlines()[0]}")
     # SIGTERM unwinds like an exception, so trawl and the helpers are stopped too.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
-    http_port = _free_port()
-    params = WorldParams(args.hosts, args.pages, args.seed, http_port, _free_port())
+    http_port = free_port(address=ANY)
+    params = WorldParams(args.hosts, args.pages, args.seed, http_port, free_port(address=ANY))
     result = run_world(
         params, duration=args.duration, extra=extra, interval=args.interval,
         processes=args.processes, latency_scale=args.latency_scale,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import aiodns
 import pytest
-from bench.world import WorldResult, run_world
+from bench.servers import free_port
+from bench.world import ANY, WorldResult, run_world
 from bench.world_log import (
     LATE_ANSWER,
     TIMEOUT,
@@ -36,17 +37,15 @@ TINY = WorldParams(hosts=30, pages=4, seed=1684, http_port=0, https_port=0)
 Crawl-delay, flaky DNS, NXDOMAIN and SERVFAIL (checked below)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("0.0.0.0", 0))
-        port: int = sock.getsockname()[1]
-    return port
+def _port() -> int:
+    """A port free on every address, as the world's server needs."""
+    return free_port(address=ANY)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[WorldResult, World, Path]:
     """The tiny world crawled to the end, latencies a twentieth of the real ones."""
-    params = dataclasses.replace(TINY, http_port=_free_port(), https_port=_free_port())
+    params = dataclasses.replace(TINY, http_port=_port(), https_port=_port())
     run = tmp_path_factory.mktemp("world")
     result = run_world(params, interval=1.0, latency_scale=0.05, run_dir=run)
     return result, World(params), run
@@ -262,7 +261,7 @@ def test_server_logs_a_request_the_client_abandons(tmp_path: Path) -> None:
 
     _, cert, key = make_certificates(tmp_path)
     log = tmp_path / "access.log"
-    config = ServerConfig(TINY.hosts, TINY.pages, TINY.seed, _free_port(), _free_port(),
+    config = ServerConfig(TINY.hosts, TINY.pages, TINY.seed, _port(), _port(),
                           str(cert), str(key), str(log), stats_interval=0.1,
                           latency_scale=20.0)  # fmt: skip
     server = subprocess.Popen(
@@ -305,7 +304,7 @@ def _world_schemas() -> set[str]:
 
 def test_two_workers_share_a_postgresql_crawl_of_the_tiny_world(tmp_path: Path) -> None:
     before = _world_schemas()
-    params = dataclasses.replace(TINY, http_port=_free_port(), https_port=_free_port())
+    params = dataclasses.replace(TINY, http_port=_port(), https_port=_port())
     # At most 8 hosts a worker, so the first cannot take all 30 before the second starts.
     result = run_world(params, interval=1.0, latency_scale=0.05, run_dir=tmp_path, store=URL,
                        workers=2, local=["--max-hosts", "8"])  # fmt: skip
