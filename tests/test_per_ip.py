@@ -12,6 +12,7 @@ from test_crawl import page, peak_overlap
 from trawl.config import Politeness
 from trawl.demo import Response, Route, Site, SiteServer
 from trawl.politeness.scheduler import HostScheduler, address_limit
+from trawl.politeness.slots import HostSlot
 from trawl.store.values import QueuedURL
 
 HOSTS, PAGES = 6, 3
@@ -211,3 +212,32 @@ def test_a_host_slot_is_small_and_gives_its_urls_in_order() -> None:
     assert [scheduler.take(slot).id, scheduler.take(slot).id] == [0, 1]
     assert [url.id for url in scheduler.drain(slot)] == [2, 3, 4]
     assert (scheduler.buffered, slot.queue) == (0, [])
+
+
+def test_a_host_held_on_an_address_of_its_own_is_small() -> None:
+    """Most of a crawl's hosts are leased, on an address of their own, with a URL or two
+    buffered: the scheduler's share of such a host (its slot, its address's slot, its
+    heap entry and buffer) stays under 760 bytes, where tuples of its id twice over, a
+    sequence number in its heap entry and a buffer grown for more URLs than it holds took
+    about 860."""
+    scheduler = HostScheduler(Politeness(), lambda: 0.0)
+    hosts = 2_000
+    ids = [10**6 + n for n in range(hosts)]
+    names = [f"h{n}.test" for n in range(hosts)]
+    addresses = [f"10.0.{n // 250}.{n % 250}" for n in range(hosts)]
+    urls = [[QueuedURL(10**12 + n, f"http://{names[n]}/", ids[n], 0, 0, 0)] for n in range(hosts)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for host_id, name, address, buffered in zip(ids, names, addresses, urls, strict=True):
+            slot = scheduler.slot(host_id, name)
+            scheduler.lease(slot, 1, 60.0)
+            scheduler.assign_address(slot, address)
+            scheduler.add(slot, buffered)
+        per_host = (tracemalloc.get_traced_memory()[0] - before) / hosts
+    finally:
+        tracemalloc.stop()
+    assert per_host < 760, f"{per_host:.0f} bytes a host"
+    assert scheduler.buffered == hosts
+    turns = [scheduler.pop_ready() for _ in range(3)]
+    assert [slot.id for slot in turns if isinstance(slot, HostSlot)] == ids[:3]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from trawl.politeness.robots_parser import (
     ALLOW_ALL,
     DISALLOW_ALL,
+    RULE_SETS_KEPT,
     SCANNED_RULES,
     RobotsRules,
     agent_token,
@@ -367,6 +368,35 @@ def test_hosts_whose_files_give_the_same_rules_share_them() -> None:
     assert not any(r.allowed(f"{SITE}/wp-admin/x") for r in shared + own)
     assert shared_bytes / len(alike) < 250  # the rules object and its sitemap
     assert own_bytes / len(apart) > 2 * shared_bytes / len(alike)
+    # Files of rules their own hold the two rules they write alike once (about 850 bytes
+    # a file when each compiled its own).
+    assert own_bytes / len(apart) < 760
+    assert own[0]._rules[0] is own[1]._rules[0]
+
+
+def _left_behind(files: int) -> int:
+    """The bytes still held once the rules of ``files`` files, each its own, are dropped."""
+    bodies = [f"user-agent: *\ndisallow: /own{n}/\nallow: /own{n}/open\n" for n in range(files)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        rules = [_rules(body) for body in bodies]
+        assert not rules[-1].allowed(f"{SITE}/own{files - 1}/x")
+        del rules
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_rules_kept_for_sharing_are_bounded() -> None:
+    """A crawl meets millions of files: what is kept for the next file alike is the most
+    recently met only, so dropping the hosts' rules gives back all but a bounded part."""
+    files = 16 * RULE_SETS_KEPT
+    left = _left_behind(files)
+    # Kept for every file, the rules would leave about 640 bytes a file behind.
+    assert left < 250 * files, f"{left / files:.0f} bytes a file left"
 
 
 # --- responses, URLs, tokens ----------------------------------------------------------

@@ -10,7 +10,9 @@ of characters and a final ``$`` anchors the end. Each pattern is compiled once i
 literal head and the literal pieces between wildcards, and the rules of a file of more
 than ``SCANNED_RULES`` are indexed by head: checking a URL costs one dict lookup per
 distinct head length plus a few ``str.find`` calls for the candidates, however long the
-file, and no pattern can make it backtrack. Files that give the same rules share them.
+file, and no pattern can make it backtrack. Files share what they have in common: a rule
+written alike is compiled once for all of them, and files that give the same rules hold one
+tuple of them (and its index), through bounded caches of the most recently met.
 Lines are read as leniently as Google reads them (typos in keys, a missing colon, a
 cut-short byte order mark), since a rule that a site meant must not be lost to a typo.
 The deliberate differences from Google's parser are listed in docs/ROBOTS.md.
@@ -18,9 +20,9 @@ The deliberate differences from Google's parser are listed in docs/ROBOTS.md.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-import weakref
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -30,6 +32,13 @@ ROBOTS_TTL = 24 * 3600.0
 SCANNED_RULES = 8
 """Rules a file may give and be matched rule by rule: an index of so few saves no time,
 and costs a few hundred bytes a host held."""
+RULES_KEPT = 4_096
+"""Compiled rules kept for the next file that writes one alike ("Disallow: /wp-admin/"
+on every WordPress site): a file holds a rule its hosts share for 8 bytes, not about 130."""
+RULE_SETS_KEPT = 1_024
+"""Rule sets kept for the next file that gives the same rules ("Disallow:" alone, a CMS's
+default): its hosts hold one tuple of them and one index. Only the most recently met are
+kept, so a crawl of hosts whose rules are all their own holds none of them twice."""
 
 _ROBOTS_PATH = "/robots.txt"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -124,8 +133,10 @@ class _Rule:
         return path.endswith(last) and len(path) - len(last) >= position
 
 
+@functools.lru_cache(maxsize=RULES_KEPT)
 def _compile_rule(allow: bool, pattern: str) -> _Rule:
-    """Compile a non-empty Allow/Disallow value.
+    """Compile a non-empty Allow/Disallow value: the same object for the same value as long
+    as it is among the ``RULES_KEPT`` most recently compiled.
 
     A pattern that starts with neither "/" nor "*" gets a leading "/": such a value can
     never match as written, and the site's intent ("Disallow: private/") is plain.
@@ -159,41 +170,24 @@ def _index_rules(rules: tuple[_Rule, ...]) -> _Index:
     )
 
 
-class _RuleSet:
-    """Compiled rules and their index, one object for every robots.txt that gives them.
-
-    Most hosts' files give one of a few rule sets ("Disallow:" alone, a CMS's default), and
-    a host held costs a few hundred bytes less when its rules are those of the others.
-    """
-
-    __slots__ = ("__weakref__", "index", "rules")
-
-    def __init__(self, rules: tuple[_Rule, ...]) -> None:
-        self.rules = rules
-        self.index = _index_rules(rules) if len(rules) > SCANNED_RULES else None
-
-    def candidates(self, path: str) -> list[_Rule]:
-        """The rules whose literal head ``path`` starts with."""
-        if self.index is None:
-            return [rule for rule in self.rules if path.startswith(rule.head)]
-        found: list[_Rule] = []
-        for size, table in self.index:
-            if size > len(path):
-                break
-            found.extend(table.get(path[:size], ()))
-        return found
-
-
-_rule_sets: weakref.WeakValueDictionary[tuple[_Rule, ...], _RuleSet] = weakref.WeakValueDictionary()
-"""Every rule set some rules in memory hold, by their rules: it goes with the last."""
-
-
-def _rule_set(rules: tuple[_Rule, ...]) -> _RuleSet:
-    """The rule set of ``rules``: the one already in memory if there is one."""
-    found = _rule_sets.get(rules)
-    if found is None:
-        found = _rule_sets[rules] = _RuleSet(rules)
+def _candidates(rules: tuple[_Rule, ...], index: _Index | None, path: str) -> list[_Rule]:
+    """The rules whose literal head ``path`` starts with."""
+    if index is None:
+        return [rule for rule in rules if path.startswith(rule.head)]
+    found: list[_Rule] = []
+    for size, table in index:
+        if size > len(path):
+            break
+        found.extend(table.get(path[:size], ()))
     return found
+
+
+@functools.lru_cache(maxsize=RULE_SETS_KEPT)
+def _rule_set(rules: tuple[_Rule, ...]) -> tuple[tuple[_Rule, ...], _Index | None]:
+    """``rules`` and their index (None for a file of at most ``SCANNED_RULES``): the same
+    objects for the same rules as long as they are among the ``RULE_SETS_KEPT`` most
+    recently met."""
+    return rules, _index_rules(rules) if len(rules) > SCANNED_RULES else None
 
 
 def _target(url: str) -> str:
@@ -215,12 +209,12 @@ class RobotsRules:
     crawl_delay: float | None = None
     sitemaps: tuple[str, ...] = ()
     _rules: tuple[_Rule, ...] = ()
-    _set: _RuleSet = field(init=False, repr=False, compare=False)
+    _index: _Index | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        shared = _rule_set(self._rules)
-        object.__setattr__(self, "_set", shared)
-        object.__setattr__(self, "_rules", shared.rules)
+        rules, index = _rule_set(self._rules)
+        object.__setattr__(self, "_rules", rules)
+        object.__setattr__(self, "_index", index)
 
     def allowed(self, url: str) -> bool:
         """Whether the agent may fetch ``url`` (absolute, normalised, http or https).
@@ -234,7 +228,7 @@ class RobotsRules:
             return True
         path = _normalise(target, _URL_PATH, _URL_QUERY)
         best: _Rule | None = None
-        for rule in self._set.candidates(path):
+        for rule in _candidates(self._rules, self._index, path):
             if (
                 best is None
                 or rule.length > best.length

@@ -61,7 +61,6 @@ Time comes from an injected clock (monotonic seconds) so the maths is testable e
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -80,9 +79,14 @@ def address_limit(hosts: int, politeness: Politeness) -> int:
     return max(politeness.per_ip, min(politeness.per_ip_max, politeness.per_ip * root))
 
 
-def _add(ids: tuple[int, ...], host_id: int) -> tuple[int, ...]:
-    """One of an address's tuples of hosts with ``host_id`` in it, once."""
-    return ids if host_id in ids else (*ids, host_id)
+def _add(ids: tuple[int, ...], host_id: int, twin: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """One of an address's tuples of hosts with ``host_id`` in it, once: ``twin``, the
+    address's other tuple of hosts, when the two are alike (an address of one site holds
+    the one it has seen), so that the address keeps one tuple and one boxed id, not two."""
+    if host_id in ids:
+        return ids
+    added = (*ids, host_id)
+    return twin if added == twin else added
 
 
 def _drop(ids: tuple[int, ...], host_id: int) -> tuple[int, ...]:
@@ -103,14 +107,14 @@ class HostScheduler:
         self._clock = clock
         self._slots: dict[int, HostSlot] = {}
         self._ips: dict[str, IpSlot] = {}
-        self._heap: list[tuple[float, int, int]] = []
+        self._heap: list[tuple[float, int]] = []
+        """Hosts by when their turn comes, then by id: (time, host id)."""
         self._kept: dict[int, float] = {}
         """Hosts given back and not forgotten, and when their state lapses (:meth:`sweep`)."""
         self._lapses: list[tuple[float, int]] = []
         """The same, soonest first (a heap; an entry that ``_kept`` no longer has is stale)."""
         self._given_up: dict[int, str] = {}
         """Why each host given up for the run and forgotten is refused."""
-        self._seq = itertools.count()
         self.buffered = 0
         self.inflight = 0
         self.on_emptied: Callable[[HostSlot], None] | None = None
@@ -150,11 +154,11 @@ class HostScheduler:
         not forgotten (:meth:`forget`)."""
         return self._slots.values()
 
-    def add(self, slot: HostSlot, urls: Iterable[QueuedURL]) -> None:
-        """Buffer claimed URLs for a host and make it schedulable."""
-        before = len(slot.queue)
-        slot.queue.extend(urls)
-        self.buffered += len(slot.queue) - before
+    def add(self, slot: HostSlot, urls: list[QueuedURL]) -> None:
+        """Buffer claimed URLs for a host and make it schedulable. The buffer becomes a new
+        list of just its URLs (one extended would keep room for more in every host held)."""
+        slot.queue = slot.queue + urls
+        self.buffered += len(urls)
         self._schedule(slot)
 
     def take(self, slot: HostSlot) -> QueuedURL:
@@ -200,7 +204,7 @@ class HostScheduler:
         if address is not None:
             ip = slot.ip = self._site_on(address, slot.id)
             if slot.generation is not None:
-                ip.held = _add(ip.held, slot.id)
+                ip.held = _add(ip.held, slot.id, ip.hosts)
             self._judge(ip)
         self._schedule(slot)
 
@@ -215,7 +219,7 @@ class HostScheduler:
         an address that counts one site has no other: :meth:`forget`)."""
         ip = self._ips.get(address) or self._ips.setdefault(address, IpSlot(address))
         if ip.limit < self._politeness.per_ip_max or len(ip.hosts) < 2:
-            ip.hosts = _add(ip.hosts, host_id)
+            ip.hosts = _add(ip.hosts, host_id, ip.held)
             ip.limit = address_limit(len(ip.hosts), self._politeness)
         return ip
 
@@ -263,7 +267,7 @@ class HostScheduler:
         return forgotten
 
     def _hold_on(self, ip: IpSlot, host_id: int) -> None:
-        ip.held = _add(ip.held, host_id)
+        ip.held = _add(ip.held, host_id, ip.hosts)
         self._judge(ip)
 
     def _let_go(self, ip: IpSlot, host_id: int) -> None:
@@ -294,17 +298,17 @@ class HostScheduler:
         if not self._wants_turn(slot):
             return
         ready = self._ready_at(slot)
-        if slot.heap_key is not None and slot.heap_key <= ready:
+        if slot.heap_key <= ready:
             return
         slot.heap_key = ready
         slot.queued_at = self._clock()
-        heapq.heappush(self._heap, (ready, next(self._seq), slot.id))
+        heapq.heappush(self._heap, (ready, slot.id))
 
     def pop_ready(self) -> HostSlot | float | None:
         """The next host whose turn has come, else the time of the next turn, else None."""
         now = self._clock()
         while self._heap:
-            ready, _, host_id = self._heap[0]
+            ready, host_id = self._heap[0]
             slot = self._slots.get(host_id)
             if slot is None:
                 heapq.heappop(self._heap)
@@ -312,17 +316,17 @@ class HostScheduler:
             if slot.heap_key != ready or not self._wants_turn(slot):
                 heapq.heappop(self._heap)
                 if slot.heap_key == ready:
-                    slot.heap_key = None
+                    slot.heap_key = math.inf
                 continue
             if self._ready_at(slot) > ready:
                 later = self._ready_at(slot)
-                heapq.heapreplace(self._heap, (later, next(self._seq), host_id))
+                heapq.heapreplace(self._heap, (later, host_id))
                 slot.heap_key = later
                 continue
             if ready > now:
                 return ready
             heapq.heappop(self._heap)
-            slot.heap_key = None
+            slot.heap_key = math.inf
             self.waited += now - max(ready, slot.queued_at)
             self.turns += 1
             return slot

@@ -101,7 +101,9 @@ class HostSlot:
     """Consecutive failed requests (timeouts, connection errors, 5xx)."""
     trips: int = 0
     """Times the circuit breaker has paused the host."""
-    heap_key: float | None = None
+    heap_key: float = math.inf
+    """When the host's entry in the scheduler's heap says its turn comes (infinity: it has
+    none); a plain float, so that the compiled slot keeps it unboxed."""
     queued_at: float = 0.0
     """When the host's heap entry was made: its turn may come no earlier, for the wait
     for a request slot (:attr:`HostScheduler.waited`)."""
