@@ -21,4 +21,8 @@ def test_every_resolvable_host_is_held_and_its_memory_printed(
     assert int(held.group(1)) == resolvable
     per_host = re.search(r"a queued host: (-?\d+) B of RSS, (-?\d+) B malloc'd", out)
     assert per_host is not None, out
-    assert 0 < int(per_host.group(1)) < 8_000
+    # At 1,500 hosts the RSS may not move (a queued host is under 2 KB, and the process's
+    # earlier frees leave room), but the hosts' tables are malloc'd.
+    rss, malloced = int(per_host.group(1)), int(per_host.group(2))
+    assert -8_000 < rss < 8_000
+    assert 0 < malloced < 8_000
