@@ -12,7 +12,8 @@ flight, at most ``per_ip_max``, and at most ``limit`` request starts per delay: 
 on its own address is asked one thing at a time, a shared host of nine small sites three,
 an address in front of hundreds of sites (a CDN) ``per_ip_max``. Each host keeps its own
 limit and delay besides. A host whose address is busy waits on that address and is put
-back in the heap when a request to it finishes.
+back in the heap when a request to it finishes; hosts whose turns fall together take
+them first come, first served, so the host just served goes behind those that waited.
 
 An address is *crowded* when this worker holds ``CROWD`` times its limit of hosts on it:
 more would only wait for the address's turns while holding host slots that hosts with
@@ -61,6 +62,7 @@ Time comes from an injected clock (monotonic seconds) so the maths is testable e
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -107,14 +109,17 @@ class HostScheduler:
         self._clock = clock
         self._slots: dict[int, HostSlot] = {}
         self._ips: dict[str, IpSlot] = {}
-        self._heap: list[tuple[float, int]] = []
-        """Hosts by when their turn comes, then by id: (time, host id)."""
+        self._heap: list[tuple[float, int, int]] = []
+        """Hosts by when their turn comes, then first come first served: (time, sequence
+        number, host id). A host just served queues behind those that waited on its
+        address, so hosts whose turns fall together take them in order."""
         self._kept: dict[int, float] = {}
         """Hosts given back and not forgotten, and when their state lapses (:meth:`sweep`)."""
         self._lapses: list[tuple[float, int]] = []
         """The same, soonest first (a heap; an entry that ``_kept`` no longer has is stale)."""
         self._given_up: dict[int, str] = {}
         """Why each host given up for the run and forgotten is refused."""
+        self._seq = itertools.count()
         self.buffered = 0
         self.inflight = 0
         self.on_emptied: Callable[[HostSlot], None] | None = None
@@ -302,13 +307,13 @@ class HostScheduler:
             return
         slot.heap_key = ready
         slot.queued_at = self._clock()
-        heapq.heappush(self._heap, (ready, slot.id))
+        heapq.heappush(self._heap, (ready, next(self._seq), slot.id))
 
     def pop_ready(self) -> HostSlot | float | None:
         """The next host whose turn has come, else the time of the next turn, else None."""
         now = self._clock()
         while self._heap:
-            ready, host_id = self._heap[0]
+            ready, seq, host_id = self._heap[0]
             slot = self._slots.get(host_id)
             if slot is None:
                 heapq.heappop(self._heap)
@@ -319,8 +324,9 @@ class HostScheduler:
                     slot.heap_key = math.inf
                 continue
             if self._ready_at(slot) > ready:
+                # Put off to its address's next turn, the host keeps its place in line.
                 later = self._ready_at(slot)
-                heapq.heapreplace(self._heap, (later, host_id))
+                heapq.heapreplace(self._heap, (later, seq, host_id))
                 slot.heap_key = later
                 continue
             if ready > now:
