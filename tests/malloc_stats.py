@@ -1,9 +1,32 @@
-"""What glibc's malloc holds: for tests that measure memory outside Python's own heap
-(OpenSSL's, c-ares's)."""
+"""Memory measures for tests: what Python's heap holds since a point (:func:`traced`),
+and what glibc's malloc holds, for memory outside it (OpenSSL's, c-ares's)."""
 
 from __future__ import annotations
 
 import ctypes
+import gc
+import tracemalloc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def traced() -> Iterator[Callable[[], int]]:
+    """Trace Python's allocations in the block; what it gives reads the bytes allocated
+    since the block began and still held (after a collection, so cyclic garbage is not
+    counted)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+
+        def held() -> int:
+            gc.collect()
+            return tracemalloc.get_traced_memory()[0] - before
+
+        yield held
+    finally:
+        tracemalloc.stop()
 
 
 def malloced() -> int | None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import tracemalloc
 
 import pytest
 
 from conftest import CrawlRunner, page_requests
+from malloc_stats import traced
 from test_crawl import page, peak_overlap
 from trawl.config import Politeness
 from trawl.demo import Response, Route, Site, SiteServer
@@ -226,13 +226,9 @@ def test_a_host_slot_is_small_and_gives_its_urls_in_order() -> None:
     """A run keeps a slot for every host it holds, so an idle one must cost little."""
     scheduler = HostScheduler(Politeness(), lambda: 0.0)
     names = [f"h{n}.test" for n in range(2_000)]
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
+    with traced() as held:
         slots = [scheduler.slot(n, name) for n, name in enumerate(names)]
-        per_slot = (tracemalloc.get_traced_memory()[0] - before) / len(slots)
-    finally:
-        tracemalloc.stop()
+        per_slot = held() / len(slots)
     assert per_slot < 600, f"{per_slot:.0f} bytes a slot"
     slot = slots[0]
     scheduler.add(slot, [QueuedURL(n, f"http://h0.test/{n}", 0, 0, 0, 0) for n in range(5)])
@@ -252,17 +248,13 @@ def test_a_host_held_on_an_address_of_its_own_is_small() -> None:
     names = [f"h{n}.test" for n in range(hosts)]
     addresses = [f"10.0.{n // 250}.{n % 250}" for n in range(hosts)]
     urls = [[QueuedURL(10**12 + n, f"http://{names[n]}/", ids[n], 0, 0, 0)] for n in range(hosts)]
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
+    with traced() as held:
         for host_id, name, address, buffered in zip(ids, names, addresses, urls, strict=True):
             slot = scheduler.slot(host_id, name)
             scheduler.lease(slot, 1, 60.0)
             scheduler.assign_address(slot, address)
             scheduler.add(slot, buffered)
-        per_host = (tracemalloc.get_traced_memory()[0] - before) / hosts
-    finally:
-        tracemalloc.stop()
+        per_host = held() / hosts
     assert per_host < 800, f"{per_host:.0f} bytes a host"
     assert scheduler.buffered == hosts
     turns = [scheduler.pop_ready() for _ in range(3)]

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import gc
 import re
 import time
-import tracemalloc
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from malloc_stats import traced
 from trawl.politeness.robots_parser import (
     ALLOW_ALL,
     DISALLOW_ALL,
@@ -344,15 +343,9 @@ def test_a_few_rules_matched_one_by_one_agree_with_their_index(
 
 def _held(bodies: list[str]) -> tuple[list[RobotsRules], int]:
     """The rules of ``bodies``, and the bytes they hold."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
+    with traced() as held:
         rules = [_rules(body) for body in bodies]
-        gc.collect()
-        return rules, tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+        return rules, held()
 
 
 def test_hosts_whose_files_give_the_same_rules_share_them() -> None:
@@ -377,17 +370,11 @@ def test_hosts_whose_files_give_the_same_rules_share_them() -> None:
 def _left_behind(files: int) -> int:
     """The bytes still held once the rules of ``files`` files, each its own, are dropped."""
     bodies = [f"user-agent: *\ndisallow: /own{n}/\nallow: /own{n}/open\n" for n in range(files)]
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
+    with traced() as held:
         rules = [_rules(body) for body in bodies]
         assert not rules[-1].allowed(f"{SITE}/own{files - 1}/x")
         del rules
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+        return held()
 
 
 def test_the_rules_kept_for_sharing_are_bounded() -> None:

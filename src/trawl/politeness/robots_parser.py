@@ -38,7 +38,7 @@ on every WordPress site): a file holds a rule its hosts share for 8 bytes, not a
 RULE_SETS_KEPT = 1_024
 """Rule sets kept for the next file that gives the same rules ("Disallow:" alone, a CMS's
 default): its hosts hold one tuple of them and one index. Only the most recently met are
-kept, so a crawl of hosts whose rules are all their own holds none of them twice."""
+kept, so what a crawl of hosts whose rules are all their own keeps beside them is bounded."""
 
 _ROBOTS_PATH = "/robots.txt"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})

@@ -323,9 +323,9 @@ class HostScheduler:
                 if slot.heap_key == ready:
                     slot.heap_key = math.inf
                 continue
-            if self._ready_at(slot) > ready:
+            later = self._ready_at(slot)
+            if later > ready:
                 # Put off to its address's next turn, the host keeps its place in line.
-                later = self._ready_at(slot)
                 heapq.heapreplace(self._heap, (later, seq, host_id))
                 slot.heap_key = later
                 continue
